@@ -1,0 +1,1 @@
+"""Text-action Gymnasium environments (one sub-package per family)."""

@@ -1,0 +1,71 @@
+"""Every environment id of mtrl_gym, registered with gymnasium on ``import mtrl_gym``.
+
+>>> import gymnasium, mtrl_gym
+>>> env = gymnasium.make("mtrl/Wordle-v0")
+>>> "mtrl/Wordle-v0" in mtrl_gym.registry.list_envs()
+True
+
+gymnasium 1.x does not load entry points, so registration happens when this module is
+imported (``import mtrl_gym`` does it, and ``gymnasium.make("mtrl_gym:mtrl/Wordle-v0")``
+imports the package implicitly).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import gymnasium
+
+from mtrl_gym.error import UnknownEnv
+
+__all__ = ["ENV_SPECS", "register_envs", "list_envs", "make", "spec"]
+
+NAMESPACE = "mtrl"
+
+#: id -> (entry point, default kwargs). One line per environment; docs live on the classes.
+ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mtrl/Wordle-v0": ("mtrl_gym.envs.wordle.env:WordleEnv", {}),
+    "mtrl/Wordle-Hard-v0": ("mtrl_gym.envs.wordle.env:WordleEnv", {"hard_mode": True}),
+}
+
+
+def register_envs() -> None:
+    """Register every id in :data:`ENV_SPECS` with gymnasium (idempotent)."""
+    for env_id, (entry_point, kwargs) in ENV_SPECS.items():
+        if env_id in gymnasium.registry:
+            continue
+        gymnasium.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs),
+                           disable_env_checker=False)
+
+
+def list_envs() -> list[str]:
+    """The registered mtrl_gym environment ids, sorted."""
+    return sorted(ENV_SPECS)
+
+
+def _unknown(env_id: str) -> UnknownEnv:
+    close = difflib.get_close_matches(env_id, list_envs(), n=3, cutoff=0.5)
+    if not close:  # compare names without namespace/version too: "wordle" -> mtrl/Wordle-v0
+        base = env_id.split("/")[-1].split("-v")[0].lower()
+        close = [e for e in list_envs() if base and base in e.lower()][:3]
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return UnknownEnv(f"unknown environment id {env_id!r}.{hint} "
+                      f"mtrl_gym.registry.list_envs() lists all {len(ENV_SPECS)} ids.")
+
+
+def spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
+    """The gymnasium spec of a registered id; unknown ids raise with close matches."""
+    env_id = env_id.removeprefix("mtrl_gym:")
+    if env_id not in ENV_SPECS:
+        raise _unknown(env_id)
+    return gymnasium.spec(env_id)
+
+
+def make(env_id: str, **kwargs: Any) -> gymnasium.Env:
+    """``gymnasium.make`` for mtrl ids, with a helpful error for unknown ids."""
+    spec(env_id)
+    return gymnasium.make(env_id.removeprefix("mtrl_gym:"), **kwargs)
+
+
+register_envs()

@@ -1,0 +1,151 @@
+"""The token-level record of one episode, shared by the rollout engine, trainer and eval.
+
+A trajectory is token-in/token-out (DESIGN.md): ``token_ids`` is the whole episode as the
+model saw it — first prompt, then each sampled assistant turn exactly as sampled, then each
+environment reply rendered through the chat template. ``loss_mask[i] == 1`` exactly for
+sampled tokens; ``logprobs[i]`` is the sampling log-probability there and 0.0 elsewhere.
+
+Trajectories are plain data: they serialise to one JSON object per line with
+:func:`save_jsonl` and come back unchanged with :func:`load_jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe"]
+
+
+@dataclass
+class Trajectory:
+    """One episode of one task, ready for training and for reading by people."""
+
+    task_id: str
+    """Id of the task (dataset row) this episode played."""
+    env_id: str = ""
+    """Registered id of the environment, e.g. ``"mtrl/Wordle-v0"``."""
+    group_id: int = 0
+    """Index of the group (task) within the batch that produced this trajectory."""
+    sample_index: int = 0
+    """Index of this rollout within its group."""
+    seed: int | None = None
+    """Seed passed to ``env.reset``."""
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    prompt_length: int = 0
+    """Number of tokens of the first prompt (system + tools + first observation)."""
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    """``[start, end)`` token positions of each sampled assistant turn."""
+    turn_rewards: list[float] = field(default_factory=list)
+    """Reward returned by ``env.step`` after each assistant turn."""
+    reward: float = 0.0
+    """Episode reward: the sum of ``turn_rewards`` (or the env's minimum reward on failure)."""
+    terminated: bool = False
+    truncated: bool = False
+    stop_reason: str = ""
+    """Why the episode ended: ``terminated``, ``truncated``, ``token_budget``,
+    ``time_budget``, ``context_length`` or ``failed``."""
+    failed: bool = False
+    failure_reason: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The conversation as OpenAI-style chat messages, for people and for reports."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Per-episode numbers: turns, tool calls, format errors, env-specific facts."""
+    final_info: dict[str, Any] = field(default_factory=dict)
+    """JSON-safe copy of the ``info`` dict of the last step."""
+    prefill_tokens: int = 0
+    """Prompt tokens the sampler had to compute over the whole episode."""
+    cached_tokens: int = 0
+    """Prompt tokens the sampler served from its cache over the whole episode."""
+    sampled_tokens: int = 0
+    """Tokens the model sampled (equals ``sum(loss_mask)`` unless turns were cut)."""
+
+    @property
+    def trainable_tokens(self) -> int:
+        """Tokens that carry loss (``sum(loss_mask)``)."""
+        return int(sum(self.loss_mask))
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turn_spans)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["turn_spans"] = [list(s) for s in self.turn_spans]
+        d["trainable_tokens"] = self.trainable_tokens
+        return json_safe(d)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trajectory:
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in names}
+        kwargs["turn_spans"] = [tuple(s) for s in kwargs.get("turn_spans", [])]
+        return cls(**kwargs)
+
+
+def json_safe(value: Any) -> Any:
+    """Convert numpy scalars/arrays, tuples, sets and non-finite floats to JSON-safe values.
+
+    Non-finite floats become strings (``"nan"``, ``"inf"``) so that a file never holds
+    invalid JSON; anything else unknown becomes its ``repr``.
+    """
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return [json_safe(v) for v in sorted(value, key=repr)]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if hasattr(value, "tolist"):  # numpy scalar or array, torch tensor
+        return json_safe(value.tolist())
+    return repr(value)
+
+
+def save_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike, *, append: bool = False) -> Path:
+    """Write trajectories to ``path``, one JSON object per line; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a" if append else "w", encoding="utf-8") as f:
+        for t in trajectories:
+            f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+    return path
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
+    """Yield trajectories from a JSONL file written by :func:`save_jsonl`.
+
+    A truncated last line (a run killed while writing) is skipped; any other broken line
+    raises :class:`mtrl_gym.error.DatasetError` naming the file and line.
+    """
+    from mtrl_gym.error import DatasetError
+
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines) and not line.endswith("\n"):
+                return  # interrupted write of the last record
+            raise DatasetError(f"invalid JSON ({e.msg})", path=str(path), line=i) from None
+        try:
+            yield Trajectory.from_dict(d)
+        except TypeError as e:
+            raise DatasetError(f"not a trajectory record ({e})", path=str(path), line=i) from None
+
+
+def load_jsonl(path: str | os.PathLike) -> list[Trajectory]:
+    """Read all trajectories of a JSONL file (see :func:`iter_jsonl`)."""
+    return list(iter_jsonl(path))
