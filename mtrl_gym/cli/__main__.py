@@ -1,0 +1,5 @@
+import sys
+
+from mtrl_gym.cli import main
+
+sys.exit(main())

@@ -1,0 +1,192 @@
+"""Task rows in and out: the managed-service row format in JSONL, JSON, CSV and Parquet.
+
+A *task file* holds one row per task. Each row has a single field ``prompt`` whose value
+is a JSON **string** encoding the task, e.g. for Wordle::
+
+    {"prompt": "{\\"prompt\\": \\"Guess the 5-letter word\\", \\"answer\\": \\"riser\\", \\"id\\": \\"wordle_train_0000\\"}"}
+
+:func:`read_tasks` returns the decoded tasks (``{"prompt": ..., "answer": ..., "id": ...}``
+plus any extra fields an env uses); :func:`write_tasks` writes them back in the same
+format. Envs accept either form in ``reset(options={"task": row})``.
+
+>>> train, val = wordle_split()
+>>> len(train), len(val), train[0]["answer"], val[0]["id"]
+(640, 128, 'riser', 'wordle_val_0000')
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mtrl_gym.error import DatasetError, DependencyNotInstalled, InvalidTask
+
+__all__ = ["decode_task", "encode_task", "read_tasks", "write_tasks", "wordle_split", "FORMATS",
+           "REQUIRED_FIELDS", "WORDLE_TASK_PROMPT"]
+
+#: File suffix -> format name.
+FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+#: Fields every decoded task must have (override per env with ``required=``).
+REQUIRED_FIELDS = ("prompt", "answer", "id")
+WORDLE_TASK_PROMPT = "Guess the 5-letter word"
+
+
+def decode_task(row: Any, *, required: Sequence[str] = ()) -> dict[str, Any]:
+    """A task dict from an encoded row (``{"prompt": "<json>"}``), a task dict, or a JSON string.
+
+    Raises :class:`InvalidTask` naming the problem; ``required`` lists fields that must be present.
+    """
+    task = row
+    if isinstance(task, str):
+        task = _loads(task, "task")
+    if isinstance(task, Mapping) and set(task) == {"prompt"} and isinstance(task["prompt"], str) \
+            and task["prompt"].lstrip().startswith("{"):
+        task = _loads(task["prompt"], "prompt")
+    if not isinstance(task, Mapping):
+        raise InvalidTask(f"a task must be a JSON object, got {type(task).__name__}")
+    missing = [f for f in required if f not in task]
+    if missing:
+        raise InvalidTask(f"task is missing field(s) {missing}; it has {sorted(task)}")
+    return dict(task)
+
+
+def _loads(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidTask(f"{what} is not valid JSON ({e.msg} at character {e.pos})") from None
+
+
+def encode_task(task: Mapping[str, Any]) -> dict[str, str]:
+    """The row format: ``{"prompt": json.dumps(task)}``."""
+    return {"prompt": json.dumps(dict(task), ensure_ascii=False)}
+
+
+def _format_of(path: Path, fmt: str | None) -> str:
+    if fmt is not None:
+        if fmt not in FORMATS.values():
+            raise DatasetError(f"unknown format {fmt!r}; use one of {sorted(set(FORMATS.values()))}", path=str(path))
+        return fmt
+    try:
+        return FORMATS[path.suffix.lower()]
+    except KeyError:
+        raise DatasetError(f"cannot tell the format from the suffix {path.suffix!r}; use one of "
+                           f"{sorted(FORMATS)} or pass format=", path=str(path)) from None
+
+
+def read_tasks(path: str | os.PathLike, *, required: Sequence[str] = REQUIRED_FIELDS,
+               format: str | None = None) -> list[dict[str, Any]]:  # noqa: A002
+    """Read and decode every row of a task file.
+
+    A broken row raises :class:`DatasetError` naming the file, the line (JSONL, CSV: the
+    file line; JSON, Parquet: the 1-based row) and the field. An empty file is an error too.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError("no such file", path=str(path))
+    fmt = _format_of(path, format)
+    tasks = []
+    for line, row in _raw_rows(path, fmt):
+        if not isinstance(row, Mapping) or "prompt" not in row:
+            raise DatasetError("row has no 'prompt' field", path=str(path), line=line, field="prompt")
+        try:
+            tasks.append(decode_task(row if isinstance(row["prompt"], str) else row["prompt"], required=required))
+        except InvalidTask as e:
+            raise DatasetError(str(e), path=str(path), line=line, field="prompt") from None
+    if not tasks:
+        raise DatasetError("the file holds no task rows", path=str(path))
+    return tasks
+
+
+def _raw_rows(path: Path, fmt: str) -> Iterable[tuple[int, Any]]:
+    if fmt == "jsonl":
+        with open(path, encoding="utf-8") as f:
+            for i, text in enumerate(f, start=1):
+                if text.strip():
+                    yield i, _json_line(text, path, i)
+    elif fmt == "json":
+        data = _json_line(path.read_text(encoding="utf-8"), path, None)
+        if not isinstance(data, list):
+            raise DatasetError(f"a JSON task file must hold an array of rows, got {type(data).__name__}", path=str(path))
+        yield from enumerate(data, start=1)
+    elif fmt == "csv":
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or "prompt" not in reader.fieldnames:
+                raise DatasetError(f"the CSV header must have a 'prompt' column, got {reader.fieldnames}",
+                                   path=str(path), line=1, field="prompt")
+            for row in reader:
+                yield reader.line_num, row
+    else:
+        yield from enumerate(_read_parquet(path), start=1)
+
+
+def _json_line(text: str, path: Path, line: int | None) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DatasetError(f"invalid JSON ({e.msg} at character {e.pos})", path=str(path), line=line) from None
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DependencyNotInstalled("pyarrow", extra="parquet") from None
+    try:
+        return pq.read_table(path).to_pylist()
+    except Exception as e:  # pyarrow raises several unrelated types for a corrupt file
+        raise DatasetError(f"not a readable Parquet file ({e})", path=str(path)) from None
+
+
+def write_tasks(tasks: Iterable[Mapping[str, Any]], path: str | os.PathLike, *,
+                format: str | None = None) -> Path:  # noqa: A002
+    """Write decoded tasks as encoded rows; the format follows the suffix unless given."""
+    path = Path(path)
+    fmt = _format_of(path, format)
+    rows = [encode_task(t) for t in tasks]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    elif fmt == "json":
+        path.write_text(json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    elif fmt == "csv":
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["prompt"])
+            writer.writeheader()
+            writer.writerows(rows)
+    else:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise DependencyNotInstalled("pyarrow", extra="parquet") from None
+        pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema([("prompt", pa.string())])), path)
+    return path
+
+
+def wordle_split(train: int = 640, val: int = 128, seed: int = 42) -> tuple[list[dict], list[dict]]:
+    """Disjoint, reproducible train/validation Wordle tasks.
+
+    The sorted answers are shuffled with ``random.Random(seed)``; the first ``train`` are
+    the training tasks (ids ``wordle_train_NNNN``), the next ``val`` the validation tasks
+    (``wordle_val_NNNN``). With the defaults this reproduces the managed service's
+    ``training-data.jsonl`` and ``validation-data.jsonl`` exactly.
+    """
+    from mtrl_gym.envs.wordle.game import answers
+
+    words = sorted(answers())
+    if train < 0 or val < 0 or train + val > len(words):
+        raise ValueError(f"`train` + `val` must be between 0 and {len(words)} answers, got {train} + {val}")
+    random.Random(seed).shuffle(words)
+
+    def rows(chunk, split):
+        return [{"prompt": WORDLE_TASK_PROMPT, "answer": w, "id": f"wordle_{split}_{i:04d}"}
+                for i, w in enumerate(chunk)]
+
+    return rows(words[:train], "train"), rows(words[train:train + val], "val")
