@@ -224,29 +224,22 @@ class WordleEnv(gymnasium.Env[str, str]):
         self._turns_used += 1
         parsed: ParseResult = _PARSER(action)
         info = self._base_info(parsed)
-        results: list[dict[str, str]] = []
-        notes: list[str] = []
         guess_calls = [c for c in parsed.calls if c.name == "guess_word"]
+        played = guess_calls[0] if guess_calls else None
+        replies: dict[str, str] = {}  # tool_call_id -> content, for every parsed call
         for c in parsed.calls:
             if c.name != "guess_word":
-                results.append(self._result(c, f"Unknown tool {_ascii(c.name)!r}. The only tool is guess_word."))
-        content = None
-        if not guess_calls:
+                replies[c.id] = f"Unknown tool {_ascii(c.name)!r}. The only tool is guess_word."
+            elif c is not played:
+                replies[c.id] = "Ignored: only one guess per turn is played."
+        if played is None:
             info["format_error"] = True
             info["error"] = "no_guess"
             problem = (" (" + _ascii(parsed.errors[0], 120) + ")") if parsed.errors else ""
             content = NO_GUESS_HELP + problem
         else:
-            call = guess_calls[0]
-            info["loose_match"] = call.format == "loose"
-            content = self._play(call, info)
-            results.append(self._result(call, content))
-            for extra in guess_calls[1:]:
-                results.append(self._result(extra, "Ignored: only one guess per turn is played."))
-            if len(guess_calls) > 1:
-                notes.append(f"Note: only your first guess was played; {len(guess_calls) - 1} more ignored.")
-        results.sort(key=lambda r: self._order(parsed, r["tool_call_id"]))
-        info["tool_results"] = results
+            info["loose_match"] = played.format == "loose"
+            content = self._play(played, info)
 
         terminated = info["solved"] or self._guesses_used >= MAX_GUESSES or self._turns_used >= self.max_steps
         reward = 0.0
@@ -254,18 +247,22 @@ class WordleEnv(gymnasium.Env[str, str]):
             reward = self._final_reward(info)
             content += self._ending(info)
         else:
-            content += f"\nYou have {MAX_GUESSES - self._guesses_used} guesses left"
             turns_left = self.max_steps - self._turns_used
-            content += f" and {turns_left} turns." if turns_left <= 3 else "."
-        obs = "\n".join([content, *notes])[:MAX_OBSERVATION_CHARS]
+            content += (f"\nYou have {MAX_GUESSES - self._guesses_used} guesses left"
+                        + (f" and {turns_left} turns." if turns_left <= 3 else "."))
+        # The main reply belongs to the played call; without one it is appended to the last
+        # call's reply, so an agent loop that renders only tool messages loses nothing.
+        if played is not None:
+            replies[played.id] = content
+        elif parsed.calls:
+            replies[parsed.calls[-1].id] += "\n" + content
+        info["tool_results"] = [self._result(c, replies[c.id]) for c in parsed.calls]
+        obs = ("\n".join(r["content"] for r in info["tool_results"]) if parsed.calls else content)
+        obs = obs[:MAX_OBSERVATION_CHARS]
         self._last_obs = obs
         if self.render_mode == "human":
             print(obs)
         return obs, reward, terminated, False, info
-
-    @staticmethod
-    def _order(parsed: ParseResult, call_id: str) -> int:
-        return next((i for i, c in enumerate(parsed.calls) if c.id == call_id), 0)
 
     @staticmethod
     def _result(call, content: str) -> dict[str, str]:

@@ -67,13 +67,15 @@ class Knowledge:
     def violations(self, guess: str) -> int:
         """How many revealed clues ``guess`` ignores (0 iff it could be the answer).
 
-        One count per green position not kept, per missing required copy of a letter, per
-        copy beyond a known maximum (so each use of a gray letter), and per known letter
+        Per letter, the larger of its green positions not kept and its missing required
+        copies (a green E left out entirely is one ignored clue, not two); plus one per copy
+        beyond a known maximum (so each use of a gray letter) and one per known letter
         placed where it is known not to be.
         """
-        v = sum(1 for i, ch in enumerate(self.greens) if ch is not None and guess[i] != ch)
         counts = Counter(guess)
-        v += sum(max(0, m - counts[ch]) for ch, m in self.min_count.items())
+        green_miss: Counter = Counter(ch for i, ch in enumerate(self.greens) if ch is not None and guess[i] != ch)
+        letters = set(green_miss) | set(self.min_count)
+        v = sum(max(green_miss[ch], self.min_count.get(ch, 0) - counts[ch]) for ch in letters)
         v += sum(max(0, counts[ch] - m) for ch, m in self.max_count.items())
         v += sum(1 for i, ch in enumerate(guess)
                  if self.min_count.get(ch, 0) > 0 and i in self.not_at.get(ch, ()))
