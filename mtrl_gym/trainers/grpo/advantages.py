@@ -140,6 +140,8 @@ def group_based(rewards: torch.Tensor, group_size: int, *, normalize_std: bool =
     """
     _check_eps(eps)
     r = _grouped(rewards, group_size)
+    if r.numel() == 0:
+        return _result(r.flatten(), torch.zeros(0, dtype=torch.bool), rewards)
     zero = r.amax(dim=1) == r.amin(dim=1)  # [num_groups]; always true when group_size == 1
     if group_size == 1:  # no baseline exists; avoid the n - 1 = 0 std (NaN + warning)
         return _result(torch.zeros_like(r).flatten(), zero, rewards)
@@ -314,7 +316,7 @@ def group_based_per_turn(turn_rewards: torch.Tensor, group_size: int, *,
     ret = _returns_to_go(r, gamma).reshape(num_groups, group_size, max_turns)
     m3 = mask.reshape(num_groups, group_size, max_turns)
     n_turns = m3.sum(dim=2, keepdim=True)                          # [g, n, 1]
-    weight = m3 / n_turns.clamp(min=1)                             # each rollout sums to 1
+    weight = m3.to(torch.float64) / n_turns.clamp(min=1)           # each rollout sums to 1
     rollouts = (n_turns > 0).sum(dim=(1, 2))                       # m, per group
     mean = (weight * ret).sum(dim=(1, 2)) / rollouts.clamp(min=1)
     dev = ret - mean[:, None, None]
@@ -351,8 +353,10 @@ def _lookup(table: Mapping[str, Any], name: str, kind: str) -> Any:
     """
     if isinstance(name, str) and name in table:
         return table[name]
-    close = difflib.get_close_matches(str(name).replace("-", "_").lower(), list(table),
-                                      n=3, cutoff=0.5)
+    key = str(name).replace("-", "_").lower()
+    close = [n for n in table if key and key in n]  # "seq_mean" -> "seq_mean_token_mean" first
+    close += difflib.get_close_matches(key, list(table), n=3, cutoff=0.5)
+    close = list(dict.fromkeys(close))[:3]
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ConfigError(f"unknown {kind} {name!r}.{hint} Valid: {', '.join(sorted(table))}")
 
@@ -465,7 +469,8 @@ def turn_advantages_to_tokens(turn_advantages: torch.Tensor,
                          f"got {tuple(turn_advantages.shape)}")
     batch, max_turns = turn_advantages.shape
     if len(turn_spans) != batch:
-        raise ValueError(f"got turn spans for {len(turn_spans)} rows but {batch} rows of advantages")
+        raise ValueError(f"got turn spans for {len(turn_spans)} rows but {batch} rows "
+                         "of advantages")
     out = turn_advantages.new_zeros(batch, seq_len)
     for b, spans in enumerate(turn_spans):
         if len(spans) > max_turns:
