@@ -49,6 +49,7 @@ _MAX_CALL_ATTEMPTS = 256
 _MAX_ARG_SOURCE = 4_000
 
 _THINK_RE = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
+_SINGLE_HERMES_RE = re.compile(r"\s*<tool_call>(.*)</tool_call>\s*", re.DOTALL | re.IGNORECASE)
 _CALL_RE = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _ID_RE = re.compile(r"[^A-Za-z0-9_\-]")
 
@@ -119,6 +120,14 @@ class ToolCallParser:
             return ParseResult(errors=(f"could not parse the message ({type(e).__name__})",), truncated=truncated)
 
     def _parse(self, text: str, truncated: bool) -> ParseResult:
+        single = _SINGLE_HERMES_RE.fullmatch(text)
+        if single is not None and "<tool_call>" not in single.group(1).lower():
+            # Fast path for the common case: the message is exactly one <tool_call> block,
+            # so no other format can match anywhere.
+            calls, err = _calls_from_json_text(single.group(1).strip())
+            if calls:
+                found = [(0, len(text), "hermes", a, n, cid, e) for n, a, cid, e in calls]
+                return ParseResult(calls=_to_calls(found), truncated=truncated)
         has_angle = "<" in text
         blocked = [m.span() for m in _THINK_RE.finditer(text)] if has_angle else []
         found: list[tuple] = []  # (start, end, format, arguments, name, model id, error)
@@ -158,15 +167,23 @@ class ToolCallParser:
                 found.append((len(text), len(text), "loose", dict(args), name, None, None))
 
         found.sort(key=lambda f: f[0])  # stable: calls of one Hermes block keep their order
-        calls = []
-        used_ids: set[str] = set()
-        for k, (start, end, fmt, args, name, cid, arg_err) in enumerate(found):
-            call_id = _clean_id(cid) if cid else ""
-            if not call_id or call_id in used_ids:
-                call_id = f"call_{k}"
-            used_ids.add(call_id)
-            calls.append(ToolCall(name=name, arguments=args, id=call_id, format=fmt, span=(start, end), error=arg_err))
-        return ParseResult(calls=tuple(calls), errors=tuple(errors), truncated=truncated)
+        return ParseResult(calls=_to_calls(found), errors=tuple(errors), truncated=truncated)
+
+
+def _to_calls(found: list[tuple]) -> tuple[ToolCall, ...]:
+    """ToolCalls from ``(start, end, format, arguments, name, model id, error)`` in text order.
+
+    The model's own call ids are kept when usable and unique; others become ``call_<k>``.
+    """
+    calls = []
+    used_ids: set[str] = set()
+    for k, (start, end, fmt, args, name, cid, arg_err) in enumerate(found):
+        call_id = _clean_id(cid) if cid else ""
+        if not call_id or call_id in used_ids:
+            call_id = f"call_{k}"
+        used_ids.add(call_id)
+        calls.append(ToolCall(name=name, arguments=args, id=call_id, format=fmt, span=(start, end), error=arg_err))
+    return tuple(calls)
 
 
 def parse_tool_calls(

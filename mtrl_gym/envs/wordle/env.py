@@ -65,6 +65,10 @@ def _ascii(text: str, limit: int = 40) -> str:
     return clean + ("..." if len(text) > limit else "")
 
 
+_ALL_COLUMNS = np.arange(len(game.answers()))
+_ALL_COLUMNS.flags.writeable = False
+
+
 def _task_id(answer: str) -> str:
     return "wordle-" + hashlib.blake2b(answer.encode(), digest_size=5, key=b"mtrl_gym").hexdigest()
 
@@ -171,11 +175,10 @@ class WordleEnv(gymnasium.Env[str, str]):
         answer, task_id, prompt = self._choose_task(options or {})
         self._answer = answer
         self._answer_col = game.answer_index().get(answer, -1)
-        self._candidates = np.ones(len(game.answers()), dtype=bool)
-        if self._answer_col < 0:  # a secret outside the answer list is a candidate too
-            self._candidates_extra = True
-        else:
-            self._candidates_extra = False
+        # Columns of the answers still consistent with the feedback (shrinks fast, so an
+        # index array is cheaper to filter than a 1,923-long mask).
+        self._candidates = _ALL_COLUMNS
+        self._candidates_extra = self._answer_col < 0  # a secret outside the answer list counts too
         self._knowledge = Knowledge()
         self._guesses_used = 0
         self._turns_used = 0
@@ -214,7 +217,7 @@ class WordleEnv(gymnasium.Env[str, str]):
         return answer, task_id or _task_id(answer), TASK_PROMPT
 
     def _num_candidates(self) -> int:
-        return int(self._candidates.sum()) + int(self._candidates_extra)
+        return len(self._candidates) + self._candidates_extra
 
     # ------------------------------------------------------------------ step
 
@@ -336,10 +339,10 @@ class WordleEnv(gymnasium.Env[str, str]):
         code = game.pattern_code(fb)
         row = game.allowed_index().get(word)
         if row is not None:
-            codes = game.pattern_table()[row]
+            codes = game.pattern_table()[row, self._candidates]
         else:
-            codes = game.feedback_codes(game.letters_of([word]), game.answer_letters())[0]
-        self._candidates &= codes == code
+            codes = game.feedback_codes(game.letters_of([word]), game.answer_letters()[self._candidates])[0]
+        self._candidates = self._candidates[codes == code]
 
     def _final_reward(self, info: dict[str, Any]) -> float:
         self._done = True

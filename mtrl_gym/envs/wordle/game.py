@@ -167,7 +167,9 @@ def pattern_table() -> np.ndarray:
     digest = hashlib.sha256(("\n".join(allowed_guesses()) + "|" + "\n".join(answers())).encode()).hexdigest()[:16]
     path = cache_dir() / "wordle" / f"patterns-{digest}.npy"
     try:
-        table = np.load(path, mmap_mode="r")
+        # np.asarray drops the memmap subclass (its per-slice bookkeeping is slow) but
+        # keeps the read-only, file-backed buffer.
+        table = np.asarray(np.load(path, mmap_mode="r"))
         if table.shape == (len(allowed_guesses()), len(answers())) and table.dtype == np.uint8:
             return table
     except (OSError, ValueError):
@@ -179,7 +181,7 @@ def pattern_table() -> np.ndarray:
         with os.fdopen(fd, "wb") as f:
             np.save(f, table)
         os.replace(tmp, path)
-        return np.load(path, mmap_mode="r")
+        return np.asarray(np.load(path, mmap_mode="r"))
     except OSError:  # read-only home: keep the in-memory table
         table.flags.writeable = False
         return table

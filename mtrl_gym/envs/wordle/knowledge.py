@@ -19,8 +19,6 @@ Known so far:
 
 from __future__ import annotations
 
-from collections import Counter
-
 from mtrl_gym.envs.wordle.game import COLOR_NAMES, GRAY, GREEN, WORD_LENGTH
 
 __all__ = ["Knowledge", "describe_feedback"]
@@ -49,18 +47,23 @@ class Knowledge:
 
     def update(self, guess: str, fb) -> None:
         """Add the clues of ``guess`` scored ``fb``."""
-        marked = Counter(ch for ch, c in zip(guess, fb) if c != GRAY)
-        grayed = {ch for ch, c in zip(guess, fb) if c == GRAY}
+        marked: dict[str, int] = {}
+        grayed = set()
         for i, (ch, c) in enumerate(zip(guess, fb)):
             if c == GREEN:
                 self.greens[i] = ch
             else:
                 self.not_at.setdefault(ch, set()).add(i)
+            if c == GRAY:
+                grayed.add(ch)
+            else:
+                marked[ch] = marked.get(ch, 0) + 1
         for ch in set(guess):
-            if marked[ch] > self.min_count.get(ch, 0):
-                self.min_count[ch] = marked[ch]
+            m = marked.get(ch, 0)
+            if m > self.min_count.get(ch, 0):
+                self.min_count[ch] = m
             if ch in grayed:
-                self.max_count[ch] = marked[ch]
+                self.max_count[ch] = m
         self.guesses.append(guess)
         self.tried.update(guess)
 
@@ -72,13 +75,23 @@ class Knowledge:
         beyond a known maximum (so each use of a gray letter) and one per known letter
         placed where it is known not to be.
         """
-        counts = Counter(guess)
-        green_miss: Counter = Counter(ch for i, ch in enumerate(self.greens) if ch is not None and guess[i] != ch)
-        letters = set(green_miss) | set(self.min_count)
-        v = sum(max(green_miss[ch], self.min_count.get(ch, 0) - counts[ch]) for ch in letters)
-        v += sum(max(0, counts[ch] - m) for ch, m in self.max_count.items())
-        v += sum(1 for i, ch in enumerate(guess)
-                 if self.min_count.get(ch, 0) > 0 and i in self.not_at.get(ch, ()))
+        counts: dict[str, int] = {}
+        for ch in guess:
+            counts[ch] = counts.get(ch, 0) + 1
+        green_miss: dict[str, int] = {}
+        for i, ch in enumerate(self.greens):
+            if ch is not None and guess[i] != ch:
+                green_miss[ch] = green_miss.get(ch, 0) + 1
+        v = 0
+        for ch in green_miss.keys() | self.min_count.keys():
+            v += max(green_miss.get(ch, 0), self.min_count.get(ch, 0) - counts.get(ch, 0))
+        for ch, m in self.max_count.items():
+            if counts.get(ch, 0) > m:
+                v += counts[ch] - m
+        not_at, min_count = self.not_at, self.min_count
+        for i, ch in enumerate(guess):
+            if min_count.get(ch, 0) > 0 and i in not_at.get(ch, ()):
+                v += 1
         return v
 
     def new_letters(self, guess: str) -> int:
@@ -87,27 +100,34 @@ class Knowledge:
 
     def summary(self) -> str:
         """Deterministic text of everything known (letters sorted, positions 1-based)."""
-        lines = ["Known so far:"]
-        lines.append("- Green (right letter, right place): " + " ".join((c or "_").upper() for c in self.greens))
+        greens = self.greens
+        placed: dict[str, int] = {}
+        for g in greens:
+            if g is not None:
+                placed[g] = placed.get(g, 0) + 1
+        lines = ["Known so far:",
+                 "- Green (right letter, right place): " + " ".join([(c or "_").upper() for c in greens])]
         yellow = []
         for ch in sorted(self.min_count):
             m = self.min_count[ch]
-            placed = sum(1 for g in self.greens if g == ch)
-            exact = self.max_count.get(ch) == m
-            if m == 0 or (m <= placed):
+            if m <= placed.get(ch, 0):
                 continue
-            where = sorted(p + 1 for p in self.not_at.get(ch, ()) if self.greens[p] != ch)
-            count = f"exactly {m}" if exact else (f"at least {m}" if m > 1 else "")
-            detail = "; ".join(x for x in (count, f"not at {', '.join(map(str, where))}" if where else "") if x)
-            yellow.append(f"{ch.upper()} ({detail})" if detail else ch.upper())
+            where = sorted([p + 1 for p in self.not_at.get(ch, ()) if greens[p] != ch])
+            parts = []
+            if self.max_count.get(ch) == m:
+                parts.append(f"exactly {m}")
+            elif m > 1:
+                parts.append(f"at least {m}")
+            if where:
+                parts.append("not at " + ", ".join([str(p) for p in where]))
+            yellow.append(f"{ch.upper()} ({'; '.join(parts)})" if parts else ch.upper())
         if yellow:
             lines.append("- Yellow (in the word, other place): " + ", ".join(yellow))
-        no_more = sorted(ch for ch, m in self.max_count.items()
-                         if m > 0 and m == sum(1 for g in self.greens if g == ch))
+        no_more = sorted([ch for ch, m in self.max_count.items() if m > 0 and m == placed.get(ch, 0)])
         if no_more:
-            lines.append("- No other copies of: " + ", ".join(ch.upper() for ch in no_more))
-        gray = sorted(ch for ch, m in self.max_count.items() if m == 0)
+            lines.append("- No other copies of: " + ", ".join(no_more).upper())
+        gray = sorted([ch for ch, m in self.max_count.items() if m == 0])
         if gray:
-            lines.append("- Gray (not in the word): " + ", ".join(ch.upper() for ch in gray))
-        lines.append("- Guessed: " + ", ".join(g.upper() for g in self.guesses))
+            lines.append("- Gray (not in the word): " + ", ".join(gray).upper())
+        lines.append("- Guessed: " + ", ".join(self.guesses).upper())
         return "\n".join(lines)

@@ -23,7 +23,7 @@ import numpy as np
 from mtrl_gym.envs.wordle import game
 from mtrl_gym.envs.wordle.game import COLOR_NAMES, GREEN, MAX_GUESSES
 
-__all__ = ["WordleSolver", "SolverPolicy", "format_guess"]
+__all__ = ["WordleSolver", "SolverPolicy", "format_guess", "opening_entropy", "max_opening_entropy", "feedback_entropies"]
 
 _N_PATTERNS = 243
 _ALL_GREEN = game.pattern_code([GREEN] * game.WORD_LENGTH)
@@ -155,6 +155,37 @@ def _opening_entropies() -> np.ndarray:
             out[start:start + len(block)] = -np.where(p > 0, p * np.log2(p), 0.0).sum(axis=1)
     out.flags.writeable = False
     return out
+
+
+def opening_entropy(word: str) -> float:
+    """Feedback entropy (bits) of ``word`` as the first guess, over every answer.
+
+    ``word`` is lower-case a-z, 5 letters; words outside the guess list are scored too.
+    The best opener, SLATE, has :func:`max_opening_entropy` (about 5.885 bits).
+    """
+    row = game.allowed_index().get(word)
+    if row is not None:
+        return float(_opening_entropies()[row])
+    counts = np.bincount(_codes_vs_answers(word).astype(np.int64), minlength=_N_PATTERNS)
+    p = counts[counts > 0] / len(game.answers())
+    return float(-(p * np.log2(p)).sum())
+
+
+def max_opening_entropy() -> float:
+    """The highest :func:`opening_entropy` of any allowed guess (SLATE, about 5.885 bits)."""
+    return float(_opening_entropies().max())
+
+
+def feedback_entropies(candidates: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Entropy (bits) of each allowed guess's feedback over the answers ``candidates``.
+
+    ``candidates`` are indices into :func:`game.answers` (e.g. :meth:`WordleSolver.candidates`);
+    the result is indexed like :func:`game.allowed_guesses`.
+    """
+    cand = np.asarray(candidates, dtype=np.int64)
+    if len(cand) == 0:
+        return np.zeros(len(game.allowed_guesses()))
+    return _entropies(np.arange(len(game.allowed_guesses())), cand)
 
 
 class SolverPolicy:
