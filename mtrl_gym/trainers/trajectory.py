@@ -50,12 +50,15 @@ class Trajectory:
     terminated: bool = False
     truncated: bool = False
     stop_reason: str = ""
-    """Why the episode ended: ``terminated``, ``truncated``, ``token_budget``,
+    """Why the episode ended: ``terminated``, ``truncated``, ``max_turns``, ``token_budget``,
     ``time_budget``, ``context_length`` or ``failed``."""
     failed: bool = False
     failure_reason: str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     """The conversation as OpenAI-style chat messages, for people and for reports."""
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """Tool schemas shown to the model (``info["tools"]`` at reset); with ``messages`` they
+    re-render the conversation through the chat template."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Per-episode numbers: turns, tool calls, format errors, env-specific facts."""
     final_info: dict[str, Any] = field(default_factory=dict)

@@ -163,7 +163,8 @@ def test_forward_failure_turns_into_error_results(tiny_model, chatml_tokenizer, 
         return real(*args)
 
     monkeypatch.setattr(sampler, "_forward", flaky)
-    out = sampler.sample([SampleRequest(p, GREEDY, session_id=str(i)) for i, p in enumerate(_prompts(chatml_tokenizer))])
+    prompts = _prompts(chatml_tokenizer)
+    out = sampler.sample([SampleRequest(p, GREEDY, session_id=str(i)) for i, p in enumerate(prompts)])
     assert [r.finish_reason for r in out] == ["error", "error", "length", "length"]
     assert out[0].error == "RuntimeError: out of memory"
     assert sampler.num_sessions == 2
