@@ -229,22 +229,18 @@ class RolloutEngine:
         run = uuid.uuid4().hex[:12]
         episodes = [self._start(task, g, k, base, run) for g, task in enumerate(tasks)
                     for k in range(self.config.group_size)]
-        bar = _progress(len(episodes)) if self.config.progress else None
-        finished = sum(e.done for e in episodes)
-        while True:
-            live = [e for e in episodes if not e.done]
-            if not live:
-                break
-            self._sample_turn(live, base)
-            self._step_envs([e for e in live if not e.done])
+        bar = _Progress.open(len(episodes), self.sampler) if self.config.progress else None
+        try:
+            while live := [e for e in episodes if not e.done]:
+                self._sample_turn(live, base)
+                self._step_envs([e for e in live if not e.done])
+                if bar is not None:
+                    bar.after_turn(episodes)
+        finally:
             if bar is not None:
-                now = sum(e.done for e in episodes)
-                bar.update(now - finished)
-                finished = now
-        if bar is not None:
-            bar.close()
-        for e in episodes:
-            self._release(e)
+                bar.close()
+            for e in episodes:
+                self._release(e)
         return [e.traj for e in episodes]
 
     def _base_seed(self, seed: int | None) -> int:
@@ -468,12 +464,46 @@ def _reason(where: str, e: BaseException) -> str:
     return f"{where}: {type(e).__name__}: {text}" if not isinstance(e, _EnvFailure) else f"{where}: {text}"
 
 
-def _progress(total: int):
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc="episodes", unit="ep", leave=False)
+class _Progress:
+    """A tqdm bar of finished episodes with the turn and sampled-token count, refreshed during
+    sampling through the sampler's ``on_tokens`` hook when it has one (HFSampler)."""
+
+    def __init__(self, bar, sampler: Sampler):
+        self.bar, self.sampler = bar, sampler
+        self.turn = self.tokens = 0
+        self._shown = 0.0
+        self._hooked = hasattr(sampler, "on_tokens")
+        if self._hooked:
+            self._saved = sampler.on_tokens
+            sampler.on_tokens = self.add_tokens
+
+    @classmethod
+    def open(cls, total: int, sampler: Sampler) -> _Progress | None:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return None
+        return cls(tqdm(total=total, desc="episodes", unit="ep", leave=False), sampler)
+
+    def add_tokens(self, n: int) -> None:
+        self.tokens += n
+        if time.monotonic() - self._shown > 0.5:
+            self._show(self.turn + 1)  # the turn being sampled
+
+    def _show(self, turn: int) -> None:
+        self._shown = time.monotonic()
+        self.bar.set_postfix(turn=turn, sampled_tokens=self.tokens, refresh=True)
+
+    def after_turn(self, episodes: list[_Episode]) -> None:
+        self.bar.update(sum(e.done for e in episodes) - self.bar.n)
+        self.turn = max(e.traj.num_turns for e in episodes)
+        self.tokens = sum(e.traj.sampled_tokens for e in episodes)
+        self._show(self.turn)
+
+    def close(self) -> None:
+        if self._hooked:
+            self.sampler.on_tokens = self._saved
+        self.bar.close()
 
 
 def collect(env: EnvSource, tasks: Sequence[Mapping[str, Any] | None], sampler: Sampler, tokenizer, *,

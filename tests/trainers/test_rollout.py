@@ -418,3 +418,24 @@ def test_smollm2_plays_a_short_wordle_episode():
         assert t.messages[3]["role"] in ("tool", "user") and t.messages[3]["content"]
         assert -1.5 <= t.reward <= 1.55
     assert trajs[0].token_ids[:trajs[0].prompt_length] == trajs[1].token_ids[:trajs[1].prompt_length]
+
+
+def test_cli_rollout_prints_and_writes_jsonl(tiny_model, chatml_tokenizer, monkeypatch, tmp_path, capsys):
+    from mtrl_gym.cli import main
+    from mtrl_gym.cli import rollout as cli_rollout
+
+    monkeypatch.setattr(cli_rollout, "_sampler", lambda args: (HFSampler(tiny_model, chatml_tokenizer),
+                                                               chatml_tokenizer))
+    out = tmp_path / "r.jsonl"
+    code = main(["rollout", "mtrl/Wordle-v0", "--n", "4", "--group-size", "2", "--max-turns", "2",
+                 "--max-tokens", "8", "--quiet", "--out", str(out)])
+    assert code == 0
+    trajs = load_jsonl(out)
+    assert len(trajs) == 4 and [t.group_id for t in trajs] == [0, 0, 1, 1]
+    text = capsys.readouterr().out
+    assert "episodes 4 | reward mean" in text and f"wrote 4 trajectories to {out}" in text
+    main(["rollout", "--n", "1", "--max-turns", "1", "--max-tokens", "4", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert "=== episode 1/1 | task wordle-" in text and "[user] Let's play Wordle." in text
+    assert main(["rollout", "--n", "3", "--group-size", "2"]) == 2
+    assert "--n (3) must be a positive multiple of --group-size (2)" in capsys.readouterr().err

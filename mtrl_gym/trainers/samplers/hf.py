@@ -32,7 +32,7 @@ from __future__ import annotations
 import inspect
 import random
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,6 +170,8 @@ class HFSampler(Sampler):
                                     "forward_calls", "padded_tokens"), 0)
         self._device = next(base.parameters()).device
         self._torch = torch
+        self.on_tokens: Callable[[int], None] | None = None
+        """Called with the number of tokens sampled at each decoding step (progress bars)."""
 
     @staticmethod
     def _has_plain_cache(base) -> bool:
@@ -292,6 +294,8 @@ class HFSampler(Sampler):
                     row.logprobs.append(logprob)
                     row.finish = self._finish_reason(row)
                 self.stats["sampled_tokens"] += len(active)
+                if self.on_tokens is not None:
+                    self.on_tokens(len(active))
                 done = [b for b, row in enumerate(active) if row.finish is not None]
                 for b in done:
                     self._store(active[b], cache, b, attn[b])
