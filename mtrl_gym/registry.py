@@ -27,6 +27,9 @@ NAMESPACE = "mtrl"
 ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/Wordle-v0": ("mtrl_gym.envs.wordle.env:WordleEnv", {}),
     "mtrl/Wordle-Hard-v0": ("mtrl_gym.envs.wordle.env:WordleEnv", {"hard_mode": True}),
+    "mtrl/Sandbox-Weather-v0": ("mtrl_gym.envs.sandbox.weather:WeatherEnv", {}),
+    "mtrl/Sandbox-Orders-v0": ("mtrl_gym.envs.sandbox.orders:OrdersEnv", {}),
+    "mtrl/Sandbox-Shop-v0": ("mtrl_gym.envs.sandbox.shop:ShopEnv", {}),
 }
 
 
