@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "CassetteError",
     "SamplerError",
+    "ReplayMismatch",
 ]
 
 
@@ -77,3 +78,10 @@ class CassetteError(Error, ValueError):
 
 class SamplerError(Error, RuntimeError):
     """A sampler could not produce tokens (endpoint down, model failure)."""
+
+
+class ReplayMismatch(Error, AssertionError):
+    """A replayed episode differs from its recording (the env is not deterministic).
+
+    The message names the step, the field and both values.
+    """

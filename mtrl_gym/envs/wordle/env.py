@@ -11,6 +11,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from mtrl_gym.envs.spaces import TextSpace
 from mtrl_gym.envs.wordle import game
 from mtrl_gym.envs.wordle.game import GREEN, MAX_GUESSES, WORD_LENGTH
 from mtrl_gym.envs.wordle.knowledge import Knowledge, describe_feedback
@@ -161,7 +162,8 @@ class WordleEnv(gymnasium.Env[str, str]):
         self.invalid_word = invalid_word
         self.max_steps = int(max_steps)
         self.render_mode = render_mode
-        self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=CHARSET)
+        # TextSpace: a Text space whose observations stay current in async vector envs.
+        self.observation_space = TextSpace(MAX_OBSERVATION_CHARS, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
         self.system_prompt = SYSTEM_PROMPT + (HARD_MODE_RULE if self.hard_mode else "")
         self._answer = ""
