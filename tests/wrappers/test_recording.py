@@ -48,9 +48,11 @@ def run_episodes(env, episodes, seed=11):
 def test_round_trip_on_arbitrary_play(tmp_path_factory, seed, actions):
     path = tmp_path_factory.mktemp("rec") / "episodes.jsonl"
     env = full_stack(path)
-    play(env, actions, seed=seed)
+    _, steps = play(env, actions, seed=seed)
     env.close()
     [record] = load_episodes(path)
+    assert [(s["reward"], s["terminated"], s["truncated"]) for s in record["steps"]] == [s[1:4] for s in steps]
+    assert record["steps"][-1]["observation"][-1]["content"] == steps[-1][0][-1]["content"]
     assert record["seed"] == seed and record["env_id"] == "mtrl/Wordle-v0"
     assert record["finished"] == (record["steps"][-1]["terminated"] or record["steps"][-1]["truncated"])
     assert [s["action"] for s in record["steps"]] == actions[:len(record["steps"])]
