@@ -1,0 +1,164 @@
+"""``mtrl-gym eval``: evaluate models and reference policies under serving settings.
+
+Examples::
+
+    # the embedded base model against the reference policies on the Wordle validation split
+    mtrl-gym eval --model smollm2-135m --runs base:1.0 base:0.0 --policy solver --policy random
+
+    # base vs trained under identical tasks and seeds, at serving and at greedy temperature
+    mtrl-gym eval --model smollm2-135m --adapter runs/wordle/final \\
+        --runs base:1.0 trained:1.0 trained:0.0 --n 8 --training-run runs/wordle
+
+    # a served model, resumable after a crash
+    mtrl-gym eval --endpoint http://127.0.0.1:8000 --model Qwen/Qwen2.5-0.5B-Instruct \\
+        --runs endpoint:0.7 --out results/qwen --resume
+
+A run is ``LABEL[:TEMPERATURE[:TOP_P]]``; labels: ``base`` (--model), ``trained``
+(--adapter DIR, or NAME=DIR for more adapters), ``endpoint`` (--endpoint URL, or
+NAME=URL), ``solver`` and ``random``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate models and reference policies under serving settings",
+                       description="Evaluate models (base, LoRA adapter, endpoint) and reference policies on the "
+                                   "same tasks and seeds; report success, reward and pass@k with bootstrap "
+                                   "intervals, trajectory metrics, plots and a markdown report.")
+    p.add_argument("env_id", nargs="?", default="mtrl/Wordle-v0", help="environment id (default: %(default)s)")
+    what = p.add_argument_group("what to evaluate")
+    what.add_argument("--model", default=None, help="base model: embedded name (smollm2-135m), Hugging Face id or "
+                      "folder; the 'base' label. For --endpoint runs, the served model's tokenizer")
+    what.add_argument("--adapter", action="append", default=[], metavar="[NAME=]DIR",
+                      help="LoRA adapter folder (peft format); label 'trained' unless NAME= is given (repeatable)")
+    what.add_argument("--endpoint", action="append", default=[], metavar="[NAME=]URL",
+                      help="OpenAI-compatible server; label 'endpoint' unless NAME= is given (repeatable)")
+    what.add_argument("--endpoint-model", default=None, help="model name to request from the endpoint")
+    what.add_argument("--runs", nargs="+", default=None, metavar="SPEC",
+                      help="runs as LABEL[:TEMPERATURE[:TOP_P]], e.g. base:1.0 trained:1.0 trained:0.0 "
+                           "(default: every given source at --temperature)")
+    what.add_argument("--policy", action="append", default=[], choices=["solver", "random"],
+                      help="add a reference-policy row (repeatable)")
+    tasks = p.add_argument_group("tasks")
+    tasks.add_argument("--tasks", default=None, help="task file (JSONL/JSON/CSV/Parquet)")
+    tasks.add_argument("--split", default=None, help="named split: train, val, all (Wordle) or seeds:N "
+                       "(default: val for Wordle)")
+    tasks.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
+    serve = p.add_argument_group("serving settings (every model run)")
+    serve.add_argument("-n", "--n", type=int, default=8, help="samples per task (default: %(default)s)")
+    serve.add_argument("--temperature", type=float, default=1.0, help="default temperature (default: %(default)s)")
+    serve.add_argument("--top-p", type=float, default=1.0, help="default top_p (default: %(default)s)")
+    serve.add_argument("--top-k", type=int, default=0, help="top-k filter, 0 = off (default: %(default)s)")
+    serve.add_argument("--max-tokens", type=int, default=256, help="max tokens per turn (default: %(default)s)")
+    serve.add_argument("--system-prompt", default="default", metavar="default|none|FILE",
+                       help="the env's system prompt, none, or a file's text (default: %(default)s)")
+    serve.add_argument("--max-turns", type=int, default=None, help="most turns per episode (default: the env's)")
+    serve.add_argument("--max-episode-tokens", type=int, default=4096, help="token budget per episode")
+    serve.add_argument("--seed", type=int, default=0, help="task i resets with seed + i (default: %(default)s)")
+    serve.add_argument("--batch-tasks", type=int, default=8, help="tasks per rollout batch, saved after each "
+                       "(default: %(default)s)")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", default=None, help="output folder (default: mtrl-eval/<timestamp>)")
+    out.add_argument("--resume", action="store_true", help="continue the evaluation in --out")
+    out.add_argument("--retry-failed", action="store_true", help="with --resume, replay failed episodes too")
+    out.add_argument("--training-run", default=None, help="training run (folder, metrics JSONL or mlflow:<run_id>) "
+                     "for training curves and the reward-hacking check")
+    out.add_argument("--reference", default=None, help="run the others are compared to (default: the first model run)")
+    out.add_argument("--mlflow", action=argparse.BooleanOptionalAction, default=None,
+                     help="log to MLflow (default: on when mlflow is installed)")
+    out.add_argument("--tracking-uri", default=None, help="MLflow store (default: as for training)")
+    out.add_argument("--experiment", default="mtrl-gym-eval", help="MLflow experiment (default: %(default)s)")
+    out.add_argument("--examples", type=int, default=2, help="trajectories per run in the report")
+    out.add_argument("--save-tokens", action="store_true", help="keep token ids and log-probs in the JSONL")
+    out.add_argument("--quiet", action="store_true", help="no progress bars")
+    hw = p.add_argument_group("hardware")
+    hw.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
+    hw.add_argument("--dtype", default=None, help="model dtype, e.g. bfloat16 (default: the checkpoint's)")
+    hw.add_argument("--max-batch-size", type=int, default=None, help="most sequences per forward pass")
+    hw.add_argument("--allow-base-mismatch", action="store_true",
+                    help="accept an adapter whose recorded base model has another name (shapes are still checked)")
+    p.set_defaults(func=run)
+
+
+def _named(values: list[str], default: str, key: str) -> dict[str, dict[str, str]]:
+    from mtrl_gym.error import ConfigError
+
+    out: dict[str, dict[str, str]] = {}
+    for value in values:
+        name, sep, rest = value.partition("=")
+        if sep and name.isidentifier() and "://" not in name:
+            label, target = name, rest
+        else:
+            label, target = default, value
+        if label in out:
+            raise ConfigError(f"label {label!r} is given twice; name them, e.g. --{key.replace('_', '-')} "
+                              f"{label}2=...")
+        out[label] = {key: target}
+    return out
+
+
+def build_runs(args):
+    """The run specs of the command line (see the module docstring for the grammar)."""
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.eval import parse_run
+
+    sources: dict[str, dict] = {}
+    if args.model:
+        sources["base"] = {"model": args.model}
+    for label, src in _named(args.adapter, "trained", "adapter").items():
+        sources[label] = {**src, **({"model": args.model} if args.model else {})}
+    for label, src in _named(args.endpoint, "endpoint", "endpoint").items():
+        sources[label] = {**src, "endpoint_model": args.endpoint_model, "model": args.model}
+    # By default every source runs once; with --endpoint, --model names its tokenizer, not a run.
+    tokens = list(args.runs) if args.runs else [label for label in sources
+                                                  if label != "base" or not args.endpoint]
+    tokens += [p for p in args.policy if p not in tokens]
+    if not tokens:
+        raise ConfigError("nothing to evaluate: give --model, --adapter, --endpoint or --policy (and --runs)")
+    defaults = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
+                "max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt}
+    return [parse_run(t, sources, defaults=defaults) for t in tokens]
+
+
+def run(args) -> int:
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.eval import EvalConfig, ModelPool, default_out_dir, evaluate, text_table
+
+    if args.resume and not args.out:
+        raise ConfigError("--resume needs --out DIR (the folder of the evaluation to continue)")
+    split = args.split
+    if split is None and args.tasks is None:
+        split = "val" if args.env_id.removeprefix("mtrl_gym:").startswith("mtrl/Wordle") else None
+        if split is None:
+            raise ConfigError(f"give --tasks FILE or --split (e.g. seeds:100) for {args.env_id}")
+    mlflow = args.mlflow
+    if mlflow is None:
+        import importlib.util
+
+        mlflow = importlib.util.find_spec("mlflow") is not None
+    config = EvalConfig(n=args.n, seed=args.seed, max_turns=args.max_turns, max_episode_tokens=args.max_episode_tokens,
+                        batch_tasks=args.batch_tasks, report_examples=args.examples, save_tokens=args.save_tokens,
+                        reference_run=args.reference, progress=not args.quiet)
+    pool = ModelPool(device=args.device, dtype=args.dtype, max_batch_size=args.max_batch_size,
+                     allow_base_mismatch=args.allow_base_mismatch)
+    out_dir = args.out or str(default_out_dir())
+    try:
+        result = evaluate(args.env_id, build_runs(args), tasks=args.tasks, split=split, limit=args.limit,
+                          config=config, out_dir=out_dir, resume=args.resume, retry_failed=args.retry_failed,
+                          training_run=args.training_run, pool=pool, mlflow=mlflow, tracking_uri=args.tracking_uri,
+                          experiment=args.experiment)
+    except KeyboardInterrupt:
+        print(f"mtrl-gym eval: finished episodes are saved in {out_dir}; continue with the same command plus "
+              f"--out {out_dir} --resume", file=sys.stderr)
+        raise
+    print(text_table(result.summary))
+    for flag in result.summary.get("flags", []):
+        print(f"WARNING ({flag['run']}): {flag['message']}", file=sys.stderr)
+    print(f"\nsummary: {result.files['summary']}")
+    if "report" in result.files:
+        print(f"report:  {result.files['report']}")
+    return 0

@@ -1,0 +1,330 @@
+"""Running an evaluation: every run on the same tasks and seeds, streamed to disk.
+
+:func:`evaluate` is the whole pipeline behind ``mtrl-gym eval``:
+
+1. **Check everything first**: the env id, the tasks (every row is reset once on a probe
+   env), each run's system prompt, model config, adapter (base model and tensor shapes)
+   and endpoint (it must answer). Bad input fails here, before any episode.
+2. **Play**: for each run, ``n`` episodes of every task. Task ``i`` resets with seed
+   ``seed + i`` in every run, so base and trained models, endpoints and the reference
+   policies face identical games. Models go through the rollout engine in batches of
+   ``batch_tasks`` tasks; the episodes of each batch are appended to the run's JSONL as
+   soon as the batch ends (policies: after every episode). If every episode of a batch
+   fails (endpoint gone, out of memory), the run stops with an error and what finished is
+   kept; ``resume=True`` continues where it stopped.
+3. **Score** with the bare env's outcome (:mod:`mtrl_gym.evaluation.scoring`), whatever
+   training wrappers the config applies; summarise, compare runs, check the training run
+   for reward hacking, write ``summary.json``, the report and (optionally) MLflow.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+
+from mtrl_gym.error import ConfigError, SamplerError
+from mtrl_gym.evaluation.backends import ModelPool
+from mtrl_gym.evaluation.policies import make_policy, play_episode
+from mtrl_gym.evaluation.scoring import OutcomeRecorder, SystemPromptOverride
+from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, resolve_system_prompt
+from mtrl_gym.evaluation.store import EvalStore
+from mtrl_gym.evaluation.summary import RunData, compare_runs, summarise_run
+from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks, tasks_digest
+from mtrl_gym.trainers.trajectory import Trajectory
+
+__all__ = ["evaluate", "EvalResult", "default_out_dir"]
+
+_HEAVY = ("token_ids", "loss_mask", "logprobs")
+
+
+@dataclass
+class EvalResult:
+    """What :func:`evaluate` returns: the output folder, the summary and the files written."""
+
+    out_dir: Path
+    summary: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
+    """``summary``, ``report``, ``config``, ``trajectories/<run>`` and ``plots/<name>`` paths."""
+
+    def run(self, name: str) -> dict[str, Any]:
+        """The summary of run ``name``."""
+        try:
+            return self.summary["runs"][name]
+        except KeyError:
+            raise KeyError(f"no run {name!r}; runs: {list(self.summary['runs'])}") from None
+
+
+def default_out_dir() -> Path:
+    """``./mtrl-eval/<YYYYmmdd-HHMMSS>``: where an evaluation writes when no folder is given."""
+    return Path("mtrl-eval") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def _env_maker(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gymnasium.Env]:
+    from mtrl_gym import registry
+
+    bare = env_id.removeprefix("mtrl_gym:")
+    if bare in registry.ENV_SPECS:
+        return lambda: registry.make(bare, **env_kwargs)
+    if bare in gymnasium.registry:
+        return lambda: gymnasium.make(bare, **env_kwargs)
+    registry.spec(env_id)  # raises UnknownEnv with close matches
+    raise AssertionError("unreachable")
+
+
+def _wrappers(config: EvalConfig, spec: RunSpec) -> list[Callable[[gymnasium.Env], gymnasium.Env]]:
+    """Outcome recorder innermost, then the training wrappers, then the system prompt."""
+    out: list[Callable] = [OutcomeRecorder, *config.wrappers]
+    text = resolve_system_prompt(spec.system_prompt)
+    if text is not None:
+        out.append(lambda env: SystemPromptOverride(env, text))
+    return out
+
+
+def _make(maker, wrappers) -> gymnasium.Env:
+    env = maker()
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
+
+
+def _failure_reward(env: gymnasium.Env) -> float:
+    low = (getattr(env.unwrapped, "reward_range", None) or (float("-inf"),))[0]
+    if not isinstance(low, (int, float)) or low == float("-inf"):
+        raise ConfigError(f"{type(env.unwrapped).__name__} has no finite minimum reward (reward_range[0]); "
+                          "failed episodes cannot be scored")
+    return float(low)
+
+
+def _record(traj: Trajectory, run: str, failure_reward: float, save_tokens: bool) -> dict[str, Any]:
+    """The JSONL record of an episode, scored with the bare env's outcome.
+
+    An episode the env did not end (cut by ``max_turns``, the token or time budget) has no
+    outcome: it scores like a failed one, the env's minimum reward and no success, and
+    counts as ``unfinished``. Scoring it with its partial reward instead (0 in Wordle) would
+    rank running out of budget above an honest loss (-0.5).
+    """
+    info = traj.final_info
+    unfinished = not traj.failed and traj.stop_reason not in ("terminated", "truncated")
+    if traj.failed or unfinished:
+        outcome, success = failure_reward, False
+    else:
+        outcome = float(info.get("eval/outcome_reward", traj.reward))
+        success = bool(info.get("eval/success", False))
+    metrics = {k: v for k, v in traj.metrics.items() if not k.startswith("info/eval/")}
+    turns = metrics.get("turns", 0.0)
+    invalid = float(info.get("eval/invalid_actions", 0))
+    metrics.update(success=float(success), outcome_reward=outcome, unfinished=float(unfinished),
+                   invalid_actions=invalid, invalid_action_rate=invalid / turns if turns else 0.0)
+    traj.metrics = metrics
+    d = traj.to_dict()
+    if not save_tokens:
+        for key in _HEAVY:
+            d.pop(key, None)
+    d.update(run=run, task_index=traj.group_id, outcome_reward=outcome, success=success)
+    return d
+
+
+def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, pool: ModelPool,
+                done: set, failure_reward: float, bar) -> None:
+    from mtrl_gym.trainers.rollout import RolloutConfig, RolloutEngine
+    from mtrl_gym.trainers.samplers.base import SamplingParams
+
+    sampler, tokenizer = pool.open(spec)
+    sampling = SamplingParams(temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
+                              max_new_tokens=spec.max_new_tokens)
+    rollout = RolloutConfig(group_size=config.n, sampling=sampling, max_turns=config.max_turns,
+                            max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
+                            seed=config.seed, failure_reward=failure_reward)
+    with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine:
+        for start in range(0, len(tasks), config.batch_tasks):
+            stop = min(start + config.batch_tasks, len(tasks))
+            todo = {(g, k) for g in range(start, stop) for k in range(config.n)} - done
+            if not todo:
+                continue
+            trajs = engine.collect(tasks[start:stop], seed=config.seed + start)
+            for t in trajs:
+                t.group_id += start
+                t.env_id = store.header["env_id"]
+            if all(t.failed for t in trajs):
+                raise SamplerError(
+                    f"run {spec.name!r}: every episode of tasks {start}..{stop - 1} failed "
+                    f"({trajs[0].failure_reason}). Finished episodes are saved in {store.path(spec.name)}; fix the "
+                    "cause and run again with --resume (resume=True)")
+            new = [t for t in trajs if (t.group_id, t.sample_index) in todo]
+            store.append(spec.name, [_record(t, spec.name, failure_reward, config.save_tokens) for t in new])
+            if bar is not None:
+                bar.update(len(new))
+
+
+def _play_policy(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, done: set,
+                 failure_reward: float, bar) -> None:
+    env = _make(maker, _wrappers(config, spec))
+    try:
+        policy = make_policy(spec.policy, env)
+        for g, task in enumerate(tasks):
+            for k in range(config.n):
+                if (g, k) in done:
+                    continue
+                traj = play_episode(env, policy, task, seed=config.seed + g, task_index=g, sample_index=k,
+                                    env_id=store.header["env_id"], max_turns=config.max_turns,
+                                    failure_reward=failure_reward)
+                store.append(spec.name, [_record(traj, spec.name, failure_reward, config.save_tokens)])
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        env.close()
+
+
+def _progress(total: int, name: str, enabled: bool):
+    if not enabled or total == 0:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=name, unit="ep")
+
+
+def _preflight(env_id: str, runs: Sequence[RunSpec], tasks, config: EvalConfig, pool: ModelPool):
+    names = [r.name for r in runs]
+    if not runs:
+        raise ConfigError("nothing to evaluate: give at least one run")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"run names must be unique, got {dupes} more than once")
+    if config.reference_run is not None and config.reference_run not in names:
+        raise ConfigError(f"`reference_run` {config.reference_run!r} is not one of the runs {names}")
+    maker = _env_maker(env_id, config.env_kwargs)
+    probe = maker()
+    try:
+        task_ids = check_tasks(probe, tasks, seed=config.seed)
+        failure_reward = _failure_reward(probe)
+        for spec in runs:
+            resolve_system_prompt(spec.system_prompt)
+            if spec.kind == "policy":
+                make_policy(spec.policy, probe)
+        for spec in runs:
+            pool.preflight(spec)
+    finally:
+        probe.close()
+    return maker, task_ids, failure_reward
+
+
+def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: str | None = None,
+             limit: int | None = None, config: EvalConfig | None = None, out_dir: str | os.PathLike | None = None,
+             resume: bool = False, retry_failed: bool = False, training_run: str | os.PathLike | None = None,
+             training_keys: tuple[str | None, str | None] = (None, None), pool: ModelPool | None = None,
+             report: bool = True, mlflow: bool = False, tracking_uri: str | None = None,
+             experiment: str = "mtrl-gym-eval") -> EvalResult:
+    """Evaluate ``runs`` on the tasks of ``env_id`` and write the results to ``out_dir``.
+
+    Args:
+        env_id: a registered env id (``"mtrl/Wordle-v0"``).
+        runs: what to evaluate (:class:`~mtrl_gym.evaluation.specs.RunSpec`), in report order.
+        tasks, split, limit: a task file or list of rows, or a named split (``"val"``,
+            ``"seeds:100"``), first ``limit`` tasks (:func:`~mtrl_gym.evaluation.tasks.resolve_tasks`).
+        config: shared settings (:class:`~mtrl_gym.evaluation.specs.EvalConfig`).
+        out_dir: output folder; default :func:`default_out_dir`.
+        resume: continue the evaluation in ``out_dir`` (same settings), skipping the
+            episodes already on disk; ``retry_failed`` replays the failed ones too.
+        training_run: a training run whose curves go in the report and are checked for
+            reward hacking (:func:`~mtrl_gym.evaluation.training.load_training_curves`);
+            ``training_keys`` = ``(reward_key, success_key)`` pick its series.
+        pool: a :class:`~mtrl_gym.evaluation.backends.ModelPool` (device, dtype, ...).
+        report: write ``report/report.md`` and the PNG plots.
+        mlflow, tracking_uri, experiment: also log to MLflow (the training store by default).
+    """
+    config = config or EvalConfig()
+    pool = pool or ModelPool()
+    runs = list(runs)
+    rows = resolve_tasks(env_id, tasks=tasks, split=split, limit=limit)
+    curves = _curves(training_run, training_keys, tracking_uri)
+    maker, task_ids, failure_reward = _preflight(env_id, runs, rows, config, pool)
+    header = {"env_id": env_id, "tasks": {"count": len(rows), "digest": tasks_digest(rows)},
+              "config": config.fingerprint()}
+    store = EvalStore(out_dir if out_dir is not None else default_out_dir(), header, resume=resume)
+    for spec in runs:
+        store.add_run(spec.name, spec.describe())
+    for i, spec in enumerate(runs):
+        done = store.done(spec.name, retry_failed=retry_failed)
+        bar = _progress(len(rows) * config.n - len(done), spec.name, config.progress)
+        try:
+            if spec.kind == "policy":
+                _play_policy(spec, maker, rows, config, store, done, failure_reward, bar)
+            else:
+                _play_model(spec, maker, rows, config, store, pool, done, failure_reward, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        pool.release(runs[i + 1:])
+    return _finish(env_id, runs, rows, task_ids, config, store, curves, report=report, mlflow=mlflow,
+                   tracking_uri=tracking_uri, experiment=experiment, training_run=training_run)
+
+
+def _curves(training_run, keys, tracking_uri):
+    if training_run is None:
+        return None
+    from mtrl_gym.evaluation.training import load_training_curves
+
+    return load_training_curves(training_run, reward_key=keys[0], success_key=keys[1], tracking_uri=tracking_uri)
+
+
+def _finish(env_id, runs, rows, task_ids, config, store, curves, *, report, mlflow, tracking_uri, experiment,
+            training_run) -> EvalResult:
+    data = {s.name: RunData(s.name, store.records(s.name), len(rows), config.n) for s in runs}
+    stats = {"confidence": config.confidence, "resamples": config.bootstrap_resamples, "seed": config.seed}
+    summaries = {s.name: summarise_run(data[s.name], spec=s.describe(), ks=config.ks,
+                                       with_training_reward=bool(config.wrappers), **stats) for s in runs}
+    reference = config.reference_run or next((s.name for s in runs if s.kind != "policy"), None)
+    top = compare_runs(summaries, data, reference=reference, **stats)
+    summary: dict[str, Any] = {
+        "env_id": env_id, "tasks": len(rows), "task_ids": task_ids, "samples_per_task": config.n,
+        "seed": config.seed, "config": config.fingerprint(), **top, "runs": summaries, "flags": [],
+    }
+    if curves is not None:
+        from mtrl_gym.evaluation.training import reward_hacking_flags
+
+        summary["training_run"] = curves.to_dict()
+        summary["flags"] = _flags(curves, runs, summaries, reward_hacking_flags(curves))
+    files = {"config": str(store.dir / "eval_config.json"), "summary": str(store.dir / "summary.json")}
+    files.update({f"trajectories/{s.name}": str(store.path(s.name)) for s in runs})
+    if report:
+        from mtrl_gym.evaluation.report import write_report
+
+        files.update(write_report(summary, {s.name: data[s.name].records for s in runs}, store.dir / "report",
+                                  curves=curves, examples=config.report_examples))
+    (store.dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    result = EvalResult(out_dir=store.dir, summary=summary, files=files)
+    if mlflow:
+        from mtrl_gym.evaluation.tracking import log_to_mlflow
+
+        summary["mlflow"] = log_to_mlflow(result, tracking_uri=tracking_uri, experiment=experiment,
+                                          training_run=str(training_run) if training_run is not None else None)
+        (store.dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
+def _flags(curves, runs, summaries, curve_flags) -> list[dict[str, Any]]:
+    """Reward-hacking flags for the adapter runs (the runs the training produced)."""
+    from mtrl_gym.evaluation.training import training_reward_rose
+
+    trained = [s for s in runs if s.kind == "adapter"] or [s for s in runs if s.kind in ("endpoint", "sampler")]
+    flags = [dict(f, run=s.name) for s in trained for f in curve_flags]
+    if not training_reward_rose(curves):
+        return flags
+    for s in trained:
+        diff = summaries[s.name].get("vs_reference", {}).get("success_rate")
+        if diff is not None and diff["high"] < 0:
+            ref = summaries[s.name]["vs_reference"]["run"]
+            flags.append({"kind": "below_reference", "run": s.name, "success_delta": diff["value"],
+                          "message": f"the training reward rose, yet {s.name} solves fewer tasks than {ref} under "
+                                     f"the same serving settings ({diff['value']:+.3f}, interval "
+                                     f"[{diff['low']:+.3f}, {diff['high']:+.3f}])"})
+    return flags

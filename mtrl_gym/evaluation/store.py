@@ -1,0 +1,165 @@
+"""The on-disk record of an evaluation, written as it runs so that it can be resumed.
+
+Layout of the output folder::
+
+    eval_config.json          what is evaluated: env, tasks digest, settings, runs
+    trajectories/<run>.jsonl  one line per finished episode (task x sample) of a run
+    summary.json              written when every run is complete
+    report/                   report.md and the PNG plots
+
+Each episode line is a :class:`~mtrl_gym.trainers.trajectory.Trajectory` record plus
+``run``, ``task_index``, ``outcome_reward`` and ``success``. Lines are appended and
+flushed to disk as soon as their episodes finish; after a crash, :class:`EvalStore` with
+``resume=True`` reads what is there (a half-written last line is ignored, and cut before
+the next append), checks that
+the settings match, and reports which ``(task_index, sample_index)`` pairs of each run
+are still to play.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from mtrl_gym.error import ConfigError, DatasetError
+
+__all__ = ["EvalStore", "CONFIG_FILE", "read_records"]
+
+CONFIG_FILE = "eval_config.json"
+_VERSION = 1
+
+
+def _file_name(run: str, taken: Iterable[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", run).strip("._") or "run"
+    name, i = f"{base}.jsonl", 2
+    while name in set(taken):
+        name, i = f"{base}-{i}.jsonl", i + 1
+    return name
+
+
+def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Episode records of one run file; later lines replace earlier ones for the same episode.
+
+    A truncated last line (a crash while writing) is skipped; any other broken line raises
+    :class:`~mtrl_gym.error.DatasetError` naming the file and line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines):  # no newline after it: the write was interrupted
+                continue
+            raise DatasetError(f"invalid JSON ({e.msg})", path=str(path), line=i) from None
+        try:
+            key = (int(record["task_index"]), int(record["sample_index"]))
+        except (KeyError, TypeError, ValueError):
+            raise DatasetError("not an evaluation record (needs task_index and sample_index)",
+                               path=str(path), line=i) from None
+        out[key] = record
+    return [out[k] for k in sorted(out)]
+
+
+class EvalStore:
+    """The output folder of one evaluation (see module docstring).
+
+    Args:
+        out_dir: the folder (created if needed).
+        header: ``env_id``, ``tasks`` and ``config`` of this evaluation.
+        resume: continue the evaluation already in ``out_dir``. Without it, a folder that
+            holds an evaluation is an error (nothing is overwritten).
+    """
+
+    def __init__(self, out_dir: str | os.PathLike, header: Mapping[str, Any], *, resume: bool = False):
+        self.dir = Path(out_dir)
+        self.header = json.loads(json.dumps(dict(header), default=repr))
+        self.runs: dict[str, dict[str, Any]] = {}
+        path = self.dir / CONFIG_FILE
+        if path.is_file():
+            if not resume:
+                raise ConfigError(f"{self.dir} already holds an evaluation; pass --resume (resume=True) to "
+                                  "continue it, or choose another output folder")
+            self._load_existing(path)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "trajectories").mkdir(exist_ok=True)
+
+    def _load_existing(self, path: Path) -> None:
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path} is not valid JSON ({e.msg}); it is not an evaluation folder") from None
+        for key in ("env_id", "tasks", "config"):
+            if saved.get(key) != self.header.get(key):
+                raise ConfigError(
+                    f"cannot resume {self.dir}: its {key} differs from this evaluation's "
+                    f"(saved {json.dumps(saved.get(key))[:300]}, now {json.dumps(self.header.get(key))[:300]}); "
+                    "resume with the same settings, or choose another output folder")
+        self.runs = dict(saved.get("runs") or {})
+
+    def add_run(self, name: str, spec: Mapping[str, Any]) -> None:
+        """Register a run; on resume its settings must equal the saved ones (a ready sampler
+        object passed through the Python API may be another instance or class)."""
+        spec = json.loads(json.dumps(dict(spec), default=repr))
+        if name in self.runs:
+            if _settings(self.runs[name]["spec"]) != _settings(spec):
+                raise ConfigError(f"cannot resume run {name!r} in {self.dir}: its settings changed "
+                                  f"(saved {self.runs[name]['spec']}, now {spec}); give the new settings another "
+                                  "run name or use another output folder")
+        else:
+            self.runs[name] = {"spec": spec, "file": _file_name(name, (r["file"] for r in self.runs.values()))}
+        self._write_config()
+
+    def _write_config(self) -> None:
+        data = {"version": _VERSION, **self.header, "runs": self.runs}
+        tmp = self.dir / (CONFIG_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, self.dir / CONFIG_FILE)
+
+    def path(self, run: str) -> Path:
+        return self.dir / "trajectories" / self.runs[run]["file"]
+
+    def records(self, run: str) -> list[dict[str, Any]]:
+        return read_records(self.path(run))
+
+    def done(self, run: str, *, retry_failed: bool = False) -> set[tuple[int, int]]:
+        """``(task_index, sample_index)`` of the run's episodes already on disk."""
+        return {(r["task_index"], r["sample_index"]) for r in self.records(run)
+                if not (retry_failed and r.get("failed"))}
+
+    def append(self, run: str, records: Iterable[Mapping[str, Any]]) -> int:
+        """Append records to the run's file, flushed and synced; returns how many."""
+        lines = [json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records]
+        if not lines:
+            return 0
+        path = self.path(run)
+        _drop_partial_line(path)
+        with open(path, "a", encoding="utf-8") as f:
+            f.writelines(lines)
+            f.flush()
+            os.fsync(f.fileno())
+        return len(lines)
+
+
+def _settings(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a run spec that must match on resume (not the Python class of a sampler)."""
+    return {k: v for k, v in spec.items() if k != "sampler"}
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut a half-written last line (a crash while writing) so the next record starts clean."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if not data.endswith(b"\n"):
+            f.truncate(data.rfind(b"\n") + 1)

@@ -1,0 +1,108 @@
+"""The tasks an evaluation plays: a task file, a named split, or seeded draws.
+
+:func:`resolve_tasks` turns what a user gives into a list of task rows (``None`` rows let
+the env draw its task from the reset seed) and :func:`check_tasks` resets a probe env on
+every row, so a broken task fails before the first episode rather than in the middle of
+a run.
+
+Named splits: ``train`` and ``val`` for the Wordle envs (:func:`mtrl_gym.datasets.wordle_split`,
+the managed service's files), ``all`` (every Wordle answer), and ``seeds:N`` for any env
+(N tasks drawn from the reset seeds ``seed, seed + 1, ...``).
+
+>>> len(resolve_tasks("mtrl/Wordle-v0", split="val")), resolve_tasks("mtrl/Wordle-v0", split="seeds:3")
+(128, [None, None, None])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium
+
+from mtrl_gym.error import ConfigError, DatasetError, InvalidTask
+
+__all__ = ["resolve_tasks", "check_tasks", "tasks_digest", "split_names"]
+
+_WORDLE_SPLITS = ("train", "val", "all")
+
+
+def split_names(env_id: str) -> list[str]:
+    """The named splits of ``env_id`` (``seeds:N`` works for every env)."""
+    return (list(_WORDLE_SPLITS) if _is_wordle(env_id) else []) + ["seeds:N"]
+
+
+def _is_wordle(env_id: str) -> bool:
+    return env_id.removeprefix("mtrl_gym:").startswith("mtrl/Wordle")
+
+
+def resolve_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[str, Any] | None] | None = None,
+                  split: str | None = None, limit: int | None = None) -> list[dict[str, Any] | None]:
+    """Task rows from a task file or list (``tasks``) or a named ``split``; first ``limit`` kept.
+
+    Giving both or neither of ``tasks`` and ``split`` is an error, and so is an empty result.
+    """
+    if (tasks is None) == (split is None):
+        raise ConfigError("give exactly one of `tasks` (a task file or list) and `split` "
+                          f"(one of {split_names(env_id)})")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"`limit` must be >= 1, got {limit!r}")
+    if split is not None:
+        rows = _split(env_id, split)
+    elif isinstance(tasks, (str, os.PathLike)):
+        from mtrl_gym.datasets import read_tasks
+
+        rows = read_tasks(tasks, required=())
+    else:
+        rows = [dict(t) if t is not None else None for t in tasks]
+        if not rows:
+            raise DatasetError("the task list is empty")
+    return rows[:limit] if limit else rows
+
+
+def _split(env_id: str, split: str) -> list[dict[str, Any] | None]:
+    if split.startswith("seeds:"):
+        try:
+            count = int(split.split(":", 1)[1])
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ConfigError(f"split {split!r}: write seeds:N with N >= 1 tasks, e.g. seeds:100")
+        return [None] * count
+    if _is_wordle(env_id) and split in _WORDLE_SPLITS:
+        from mtrl_gym.datasets import wordle_split
+
+        if split == "all":
+            from mtrl_gym.envs.wordle.game import answers
+
+            return [{"answer": a, "id": f"wordle_all_{i:04d}"} for i, a in enumerate(answers())]
+        train, val = wordle_split()
+        return train if split == "train" else val
+    raise ConfigError(f"unknown split {split!r} for {env_id}; use one of {split_names(env_id)} or a task file")
+
+
+def check_tasks(env: gymnasium.Env, tasks: Sequence[Mapping[str, Any] | None], *, seed: int = 0) -> list[str]:
+    """Reset ``env`` on every task (seed ``seed + i``) and return the task ids.
+
+    A row the env rejects raises :class:`~mtrl_gym.error.DatasetError` naming its index,
+    its id and the env's reason.
+    """
+    ids = []
+    for i, task in enumerate(tasks):
+        options = {"task": dict(task)} if task is not None else None
+        try:
+            _, info = env.reset(seed=seed + i, options=options)
+        except (InvalidTask, ValueError, KeyError, TypeError) as e:
+            row_id = (task or {}).get("id", "")
+            raise DatasetError(f"task {i} (id {row_id!r}) is not valid for this env: {e}") from None
+        ids.append(str(info.get("task_id") or (task or {}).get("id") or f"task-{i}"))
+    return ids
+
+
+def tasks_digest(tasks: Sequence[Mapping[str, Any] | None]) -> str:
+    """A short hash of the task rows (resume checks that the same tasks are played)."""
+    text = json.dumps([t if t is None else dict(t) for t in tasks], sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,172 @@
+"""Training curves of a training run, and the reward-hacking check.
+
+A shaped training reward can rise while the task's real success rate falls: the policy
+learns the shaping, not the task. :func:`load_training_curves` reads a training run's
+per-step metrics, from
+
+* an MLflow run: ``mlflow:<run_id>`` or a bare 32-hex run id (tracking URI as for training:
+  ``$MLFLOW_TRACKING_URI`` or MLflow's default store in the working directory);
+* a metrics JSONL file: one JSON object per line with ``step`` and metric values,
+  e.g. ``{"step": 3, "train/reward_mean": 0.41, "val/success_rate": 0.27}``;
+* a training run folder that holds such a file (``metrics.jsonl``, searched recursively).
+
+:func:`reward_hacking_flags` compares the mean of the first and last quarter of the steps:
+it flags a run whose training reward rose while the external success metric fell by
+more than ``min_drop``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mtrl_gym.error import ConfigError, DatasetError
+
+__all__ = ["TrainingCurves", "load_training_curves", "reward_hacking_flags", "training_reward_rose", "REWARD_KEYS",
+           "SUCCESS_KEYS", "METRICS_FILE"]
+
+#: File name of a training run's per-step metrics inside its run folder.
+METRICS_FILE = "metrics.jsonl"
+#: Training-reward metric names, most specific first (the first one present is used).
+REWARD_KEYS = ("train/reward_mean", "train/reward", "rollout/reward_mean", "reward_mean", "reward")
+#: External success metric names (validation first, then the training batches' outcome).
+SUCCESS_KEYS = ("val/success_rate", "val/success_mean", "eval/success_rate", "val/success",
+                "train/success_mean", "train/success_rate", "rollout/success_mean", "success_mean", "success_rate")
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass
+class TrainingCurves:
+    """Per-step metric series of a training run."""
+
+    source: str
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    """Metric name -> ``[(step, value), ...]`` sorted by step."""
+    reward_key: str | None = None
+    """The training-reward series used (see :data:`REWARD_KEYS`)."""
+    success_key: str | None = None
+    """The external success series used (see :data:`SUCCESS_KEYS`)."""
+
+    def get(self, key: str | None) -> list[tuple[int, float]]:
+        return list(self.series.get(key, [])) if key else []
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "reward_key": self.reward_key, "success_key": self.success_key,
+                "reward": self.get(self.reward_key), "success": self.get(self.success_key)}
+
+
+def load_training_curves(source: str | os.PathLike, *, reward_key: str | None = None,
+                         success_key: str | None = None, tracking_uri: str | None = None) -> TrainingCurves:
+    """Read a training run's per-step metrics (see module docstring for the sources).
+
+    ``reward_key`` / ``success_key`` pick the series; by default the first name of
+    :data:`REWARD_KEYS` / :data:`SUCCESS_KEYS` that the run logged.
+    """
+    text = str(source)
+    if text.startswith("mlflow:") or (_RUN_ID.match(text) and not Path(text).exists()):
+        series = _mlflow_series(text.removeprefix("mlflow:"), tracking_uri)
+    else:
+        series = _jsonl_series(_metrics_file(Path(text).expanduser()))
+    curves = TrainingCurves(source=text, series=series)
+    curves.reward_key = _pick(series, reward_key, REWARD_KEYS, "reward_key", text)
+    curves.success_key = _pick(series, success_key, SUCCESS_KEYS, "success_key", text)
+    return curves
+
+
+def _pick(series: dict, chosen: str | None, candidates: Sequence[str], what: str, source: str) -> str | None:
+    if chosen is not None:
+        if chosen not in series:
+            raise ConfigError(f"training run {source!r} has no metric {chosen!r} ({what}); it has "
+                              f"{sorted(series)[:20]}")
+        return chosen
+    return next((k for k in candidates if k in series), None)
+
+
+def _metrics_file(path: Path) -> Path:
+    if path.is_file():
+        return path
+    if path.is_dir():
+        found = sorted(path.glob(f"**/{METRICS_FILE}"), key=lambda p: (len(p.parts), str(p)))
+        if found:
+            return found[0]
+        raise ConfigError(f"training run folder {str(path)!r} holds no {METRICS_FILE}; pass the metrics "
+                          "JSONL file or an MLflow run id (mlflow:<run_id>)")
+    raise ConfigError(f"training run {str(path)!r} is neither a file, a folder nor an MLflow run id")
+
+
+def _jsonl_series(path: Path) -> dict[str, list[tuple[int, float]]]:
+    series: dict[str, dict[int, float]] = {}
+    with open(path, encoding="utf-8") as f:
+        lines = f.readlines()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines) and not line.endswith("\n"):
+                break  # a training run still writing (or killed mid-line)
+            raise DatasetError(f"invalid JSON ({e.msg})", path=str(path), line=i) from None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
+            raise DatasetError("a metrics line needs a numeric 'step'", path=str(path), line=i, field="step")
+        step = int(row["step"])
+        for key, value in row.items():
+            if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                series.setdefault(key, {})[step] = float(value)
+    return {k: sorted(v.items()) for k, v in series.items()}
+
+
+def _mlflow_series(run_id: str, tracking_uri: str | None) -> dict[str, list[tuple[int, float]]]:
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        from mtrl_gym.error import DependencyNotInstalled
+
+        raise DependencyNotInstalled("mlflow", extra="train") from None
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        run = client.get_run(run_id)
+    except Exception as e:  # noqa: BLE001 - mlflow raises its own types for a missing run
+        raise ConfigError(f"MLflow run {run_id!r} not found in {client.tracking_uri} ({e}); set "
+                          "--tracking-uri to the store the training logged to") from None
+    series = {}
+    for key in run.data.metrics:
+        history = client.get_metric_history(run_id, key)
+        series[key] = sorted({m.step: float(m.value) for m in history}.items())
+    return series
+
+
+def _window_delta(points: list[tuple[int, float]], fraction: float) -> float | None:
+    if len(points) < 2:
+        return None
+    w = max(1, int(len(points) * fraction))
+    values = [v for _, v in points]
+    return sum(values[-w:]) / w - sum(values[:w]) / w
+
+
+def reward_hacking_flags(curves: TrainingCurves, *, fraction: float = 0.25,
+                         min_drop: float = 0.02) -> list[dict[str, Any]]:
+    """Flags of a training curve whose reward rose while the external success metric fell.
+
+    Compares the means of the first and the last ``fraction`` of the logged steps. Returns
+    a list (empty when all is well) of ``{"kind", "message", "reward_delta", "success_delta"}``.
+    """
+    reward = _window_delta(curves.get(curves.reward_key), fraction)
+    success = _window_delta(curves.get(curves.success_key), fraction)
+    if reward is None or success is None or not (reward > 0 and success < -min_drop):
+        return []
+    return [{"kind": "training_curve", "reward_delta": reward, "success_delta": success,
+             "message": (f"training reward ({curves.reward_key}) rose by {reward:+.3f} while the external "
+                         f"success metric ({curves.success_key}) fell by {success:+.3f} from the first to the last "
+                         "quarter of training: the classic reward-hacking signature")}]
+
+
+def training_reward_rose(curves: TrainingCurves, *, fraction: float = 0.25) -> bool | None:
+    """Whether the training reward's last quarter is above its first (``None``: too few steps)."""
+    delta = _window_delta(curves.get(curves.reward_key), fraction)
+    return None if delta is None else delta > 0
