@@ -11,6 +11,7 @@ from mtrl_gym.datasets import encode_task, write_tasks
 from mtrl_gym.envs.sandbox import (ERROR_STATUSES, STATUSES, FinalAnswer, Grade, ToolContext, ToolError,
                                    ToolSandboxEnv, tool)
 from mtrl_gym.error import CassetteError, ConfigError, InvalidTask
+from mtrl_gym.trainers.chat import env_reply_messages
 
 STEP_KEYS = {"tool_calls", "tool_results", "tool_outcomes", "format_error", "error", "num_tool_calls",
              "num_tool_errors", "num_unknown_tools", "num_bad_arguments", "num_refused", "num_not_available",
@@ -91,7 +92,9 @@ def test_parallel_calls_run_in_order_with_one_result_each():
         '{"stored": "x"}', '{"value": "1"}', "5", "Error: cannot do that: no"]
     assert [o["status"] for o in info["tool_outcomes"]] == ["ok", "ok", "ok", "tool_error"]
     assert info["num_tool_calls"] == 4 and info["num_tool_errors"] == 1 and info["error"] == "tool_error"
-    assert obs.startswith("Result of put (call 1 of 4):\n{\"stored\": \"x\"}\n\nResult of get (call 2 of 4)")
+    assert obs == '{"stored": "x"}\n{"value": "1"}\n5\nError: cannot do that: no'
+    assert env_reply_messages(obs, info)[-1] == {"role": "tool", "content": "Error: cannot do that: no",
+                                                 "tool_call_id": "call_3", "name": "fail"}
     assert (reward, term, trunc) == (0.0, False, False)
     assert info["tool_calls_used"] == 4 and info["tool_calls_left"] == 16
 
@@ -189,7 +192,8 @@ def test_max_tool_calls_ends_the_episode_as_a_failure_without_running_the_call()
     env = make(max_tool_calls=2)
     env.reset(seed=0)
     obs, _, term, _, info = env.step("add(1) add(2)")
-    assert not term and obs.endswith("You have 0 tool call(s) left.")
+    assert not term and obs == "2\n3\nYou have 0 tool call(s) left."
+    assert env_reply_messages(obs, info)[-1] == {"role": "user", "content": "You have 0 tool call(s) left."}
     obs, reward, term, trunc, info = env.step(call("put", key="late", value="x") + call("submit", answer=42))
     assert (reward, term, trunc) == (0.0, True, False)
     assert [o["status"] for o in info["tool_outcomes"]] == ["limit", "ignored"]
@@ -242,6 +246,19 @@ def test_state_isolation_between_vector_env_copies():
     _, _, _, _, infos = envs.step([call("get", key="k"), call("get", key="k")])
     assert [r[0]["content"] for r in infos["tool_results"]] == ['{"value": "copy0"}', '{"value": null}']
     envs.close()
+
+
+def test_state_isolation_between_async_vector_env_copies():
+    envs = gymnasium.vector.AsyncVectorEnv(
+        [lambda: make(tasks=[dict(TASK, state_seed=3)]) for _ in range(2)])
+    try:
+        envs.reset(seed=0)
+        obs, _, _, _, _ = envs.step([call("put", key="k", value="copy0"), call("get", key="k")])
+        assert list(obs) == ['{"stored": "k"}', '{"value": null}']
+        obs, _, _, _, _ = envs.step([call("get", key="k"), call("get", key="k")])
+        assert list(obs) == ['{"value": "copy0"}', '{"value": null}']
+    finally:
+        envs.close()
 
 
 def test_tasks_from_a_file_and_encoded_rows(tmp_path):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from importlib import resources
+from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -212,3 +215,14 @@ def test_base_docstring_has_the_manual_sections():
                     "## Observation Space", "## Starting State", "## Rewards", "## Episode End", "## Information",
                     "## Arguments", "## Version History"):
         assert section in ToolSandboxEnv.__doc__
+
+
+def test_tutorial_records_then_replays_identically_offline(tmp_path):
+    script = Path(__file__).parents[2] / "examples" / "sandbox_record_replay.py"
+    out = subprocess.run([sys.executable, str(script), "--random-episodes", "3", "--out-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.count("identical=True") == 3 and "record 1.0" in out and "replay 1.0" in out
+    assert "identical on a second run: True" in out and "is not available for these arguments" in out
+    assert "mtrl_gym.eval, random tool calls: success 0.00 over 12 episodes" in out
+    text = (tmp_path / "library.cassette.jsonl").read_text()
+    assert "ann@example.com" not in text and "sk-live-library" not in text

@@ -306,6 +306,9 @@ class Cassette:
         if self.dirty and self.path is not None:
             self.save()
 
+    def __deepcopy__(self, memo: dict) -> Cassette:
+        return self  # a shared resource, not episode state (task rows may hold one)
+
     def __enter__(self) -> Cassette:
         return self
 

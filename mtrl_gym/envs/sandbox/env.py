@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import difflib
 import hashlib
 import os
-import re
 import shutil
 import tempfile
 import weakref
@@ -23,10 +21,11 @@ from mtrl_gym.envs.sandbox.canonical import canonical_json
 from mtrl_gym.envs.sandbox.cassette import Cassette, ToolResponse
 from mtrl_gym.envs.sandbox.final import CHARSET, FinalAnswer, clean_text
 from mtrl_gym.envs.sandbox.grading import Grade, make_checker
-from mtrl_gym.envs.sandbox.isolation import SandboxViolation, sandbox_guard, suspended
+from mtrl_gym.envs.sandbox.isolation import sandbox_guard, suspended
 from mtrl_gym.envs.sandbox.tools import Tool, ToolContext, ToolError, ToolSet, render_result
+from mtrl_gym.envs.spaces import TextSpace
 from mtrl_gym.error import CassetteError, ConfigError, InvalidTask
-from mtrl_gym.parsing import MAX_PARSE_CHARS, ParseResult, ToolCall, ToolCallParser
+from mtrl_gym.parsing import ParseResult, ToolCall, ToolCallParser
 
 __all__ = ["ToolSandboxEnv", "MODES", "STATUSES", "ERROR_STATUSES", "MAX_OBSERVATION_CHARS", "MAX_ACTION_CHARS"]
 
@@ -76,9 +75,10 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
 
     ## Observation Space
     ``Text`` over :data:`~mtrl_gym.envs.sandbox.final.CHARSET`. At reset: the task
-    instruction. After a step: the tool result (several results are headed
-    ``Result of NAME (call i of n):``), then notes (calls left, episode over). Each
-    result is cut to ``max_result_chars``; other characters are replaced.
+    instruction. After a step: the contents of ``info["tool_results"]`` joined by newlines,
+    then notes on new lines (calls left, the episode is over), so an agent loop can send
+    the results as ``tool`` messages and the rest as a user message. Each result is cut
+    to ``max_result_chars``; characters outside the charset are replaced.
 
     ## Starting State
     ``options={"task": row}`` pins the task; otherwise a row of ``tasks`` is drawn with
@@ -192,11 +192,9 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         self._tasks = self._load_tasks(tasks)
         self.tool_schemas = [*self.tools.schemas, *filter(None, [self.final_answer.tool_schema])]
         self._parser = ToolCallParser(self.tool_schemas, tags=self.final_answer.parser_tags())
-        tag = self.final_answer.tag
-        self._answer_rx = re.compile(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL | re.IGNORECASE) \
-            if tag else None
         self.system_prompt = self.build_system_prompt()
-        self.observation_space = spaces.Text(MAX_OBSERVATION_CHARS, min_length=0, charset=CHARSET)
+        # TextSpace: observations stay current in async vector envs (see mtrl_gym.envs.spaces).
+        self.observation_space = TextSpace(MAX_OBSERVATION_CHARS, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
         self._workdirs: list[Path] = []
         self._finalizer = weakref.finalize(self, _remove_dirs, self._workdirs)
@@ -256,7 +254,7 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        task = self._select_task(options or {})
+        task = copy.deepcopy(self._select_task(options or {}))  # tools cannot alter the stored row
         self._remove_workdirs()
         task_id = str(task.get("id") or "sandbox-" + _digest(canonical_json(_jsonable(task)))[:10])
         state_seed = _state_seed(task, task_id)
@@ -331,7 +329,7 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         if self._done:
             raise gymnasium.error.ResetNeeded("The episode has ended; call reset() before step().")
         self._turns += 1
-        parsed = self._parse(action)
+        parsed = self.final_answer.parse(self._parser, action)
         calls = parsed.calls
         info = self._base_info(calls)
         results: list[dict[str, str]] = info["tool_results"]
@@ -341,9 +339,9 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         else:
             for call in calls:
                 self._handle(call, info)
-            content = results[0]["content"] if len(results) == 1 else "\n\n".join(
-                f"Result of {r['name']} (call {i} of {len(results)}):\n{r['content']}"
-                for i, r in enumerate(results, start=1))
+            # The tool results, joined, then notes: agent loops send the results as ``tool``
+            # messages and only the rest of the observation as a user message.
+            content = "\n".join(r["content"] for r in results)
         if parsed.truncated:
             content += "\nNote: your message was too long; only its beginning was read."
         terminated = self._ended
@@ -363,32 +361,6 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         if self.render_mode == "human":
             print(obs)
         return obs, reward, terminated, truncated, info
-
-    def _parse(self, action: Any) -> ParseResult:
-        """Parse with :mod:`mtrl_gym.parsing`, reading final-answer blocks as opaque text.
-
-        The parser ranks JSON above tags, so ``<final_answer>{"name": ...}</final_answer>``
-        would parse as a call. The blocks' contents are blanked (same length, so spans stay
-        valid) before parsing and put back into the final-answer calls afterwards.
-        """
-        rx = self._answer_rx
-        if rx is None or not isinstance(action, str) or "<" not in action:
-            return self._parser(action)
-        spans = [m.span(1) for m in rx.finditer(action[:MAX_PARSE_CHARS])]
-        if not spans:
-            return self._parser(action)
-        masked, pos = [], 0
-        for start, end in spans:
-            masked += [action[pos:start], " " * (end - start)]
-            pos = end
-        parsed = self._parser("".join(masked) + action[pos:])
-        calls = []
-        for c in parsed.calls:
-            if c.format == "tag" and c.name == self.final_answer.call_name:
-                m = rx.search(action, c.span[0], c.span[1])
-                c = dataclasses.replace(c, arguments={"answer": m.group(1).strip() if m else ""})
-            calls.append(c)
-        return dataclasses.replace(parsed, calls=tuple(calls))
 
     def _base_info(self, calls: Sequence[ToolCall]) -> dict[str, Any]:
         return {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments, "format": c.format}

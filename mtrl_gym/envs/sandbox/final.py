@@ -18,7 +18,9 @@ A :class:`FinalAnswer` describes the two ways to answer, both on by default:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import string
 import unicodedata
 from collections.abc import Mapping
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mtrl_gym.envs.sandbox.schema import validate
+from mtrl_gym.parsing import MAX_PARSE_CHARS, ParseResult, ToolCallParser
 
 __all__ = ["FinalAnswer", "CHARSET", "clean_text"]
 
@@ -96,6 +99,32 @@ class FinalAnswer:
     def parser_tags(self) -> dict[str, tuple[str, str]]:
         """``tags=`` for :class:`~mtrl_gym.parsing.ToolCallParser`."""
         return {self.tag: (self.tool or "__final_answer__", "answer")} if self.tag else {}
+
+    def parse(self, parser: ToolCallParser, text: Any) -> ParseResult:
+        """Parse ``text`` with ``parser`` (built with :meth:`parser_tags`), reading answer blocks as text.
+
+        :mod:`mtrl_gym.parsing` ranks JSON above tags, so ``<final_answer>{"name": ...}
+        </final_answer>`` would parse as a tool call. The blocks' contents are blanked (same
+        length, so spans stay valid) before parsing and put back into the answer calls after.
+        """
+        if not self.tag or not isinstance(text, str) or "<" not in text:
+            return parser(text)
+        rx = re.compile(rf"<{re.escape(self.tag)}>(.*?)</{re.escape(self.tag)}>", re.DOTALL | re.IGNORECASE)
+        spans = [m.span(1) for m in rx.finditer(text[:MAX_PARSE_CHARS])]
+        if not spans:
+            return parser(text)
+        masked, pos = [], 0
+        for start, end in spans:
+            masked += [text[pos:start], " " * (end - start)]
+            pos = end
+        parsed = parser("".join(masked) + text[pos:])
+        calls = []
+        for c in parsed.calls:
+            if c.format == "tag" and c.name == self.call_name:
+                m = rx.search(text, c.span[0], c.span[1])
+                c = dataclasses.replace(c, arguments={"answer": m.group(1).strip() if m else ""})
+            calls.append(c)
+        return dataclasses.replace(parsed, calls=tuple(calls))
 
     @property
     def call_name(self) -> str:

@@ -53,7 +53,6 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import Error
