@@ -66,7 +66,8 @@ def register(sub) -> None:
     out.add_argument("--resume", action="store_true", help="continue the evaluation in --out")
     out.add_argument("--retry-failed", action="store_true", help="with --resume, replay failed episodes too")
     out.add_argument("--training-run", default=None, help="training run (folder, metrics JSONL or mlflow:<run_id>) "
-                     "for training curves and the reward-hacking check")
+                     "for training curves and the reward-hacking check (default: the run folder of a single "
+                     "--adapter, when it is inside one)")
     out.add_argument("--reference", default=None, help="run the others are compared to (default: the first model run)")
     out.add_argument("--mlflow", action=argparse.BooleanOptionalAction, default=None,
                      help="log to MLflow (default: on when mlflow is installed)")
@@ -145,11 +146,19 @@ def run(args) -> int:
                         reference_run=args.reference, progress=not args.quiet)
     pool = ModelPool(device=args.device, dtype=args.dtype, max_batch_size=args.max_batch_size,
                      allow_base_mismatch=args.allow_base_mismatch)
+    training_run = args.training_run
+    if training_run is None and len(args.adapter) == 1:
+        from mtrl_gym.evaluation.training import training_run_of
+
+        found = training_run_of(next(iter(_named(args.adapter, "trained", "adapter").values()))["adapter"])
+        if found is not None:
+            training_run = str(found)
+            print(f"training run: {found} (the adapter's run folder; --training-run overrides)", file=sys.stderr)
     out_dir = args.out or str(default_out_dir())
     try:
         result = evaluate(args.env_id, build_runs(args), tasks=args.tasks, split=split, limit=args.limit,
                           config=config, out_dir=out_dir, resume=args.resume, retry_failed=args.retry_failed,
-                          training_run=args.training_run, pool=pool, mlflow=mlflow, tracking_uri=args.tracking_uri,
+                          training_run=training_run, pool=pool, mlflow=mlflow, tracking_uri=args.tracking_uri,
                           experiment=args.experiment)
     except KeyboardInterrupt:
         print(f"mtrl-gym eval: finished episodes are saved in {out_dir}; continue with the same command plus "

@@ -60,7 +60,8 @@ def _source(spec: Mapping[str, Any]) -> str:
     if kind == "policy":
         return f"policy {spec.get('policy')}"
     if kind == "endpoint":
-        return f"endpoint {spec.get('endpoint')}" + (f" ({spec['endpoint_model']})" if spec.get("endpoint_model") else "")
+        model = f" ({spec['endpoint_model']})" if spec.get("endpoint_model") else ""
+        return f"endpoint {spec.get('endpoint')}{model}"
     if kind == "adapter":
         return f"adapter {spec.get('adapter')}" + (f" on {spec['model']}" if spec.get("model") else "")
     if kind == "sampler":

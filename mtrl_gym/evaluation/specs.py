@@ -90,7 +90,8 @@ class RunSpec:
             raise ConfigError(f"run {self.name!r}: an endpoint run needs the served model's tokenizer for the "
                               "chat template; set `model` (CLI: --model) to its name or folder")
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ConfigError(f"run {self.name!r}: `temperature` must be a finite number >= 0, got {self.temperature!r}")
+            raise ConfigError(f"run {self.name!r}: `temperature` must be a finite number >= 0, "
+                              f"got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"run {self.name!r}: `top_p` must be in (0, 1], got {self.top_p!r}")
         if self.top_k < 0 or self.max_new_tokens < 1:

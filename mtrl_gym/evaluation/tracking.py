@@ -7,20 +7,37 @@ settings and whose metrics are its summary numbers (``success_rate``, ``reward``
 ``pass_at_<k>`` with ``_low``/``_high`` interval bounds, ``trajectory/<metric>``,
 ``vs_reference/success_rate``, and every ``aggregate/<key>`` of the rollout metrics).
 
-The store is the one training uses: ``tracking_uri`` if given, else
-``$MLFLOW_TRACKING_URI``, else MLflow's default in the working directory.
+The store is the one training uses (:func:`tracking_uri_or_default`): ``tracking_uri`` if
+given, else ``$MLFLOW_TRACKING_URI``, else the SQLite store ``mlflow.db`` in the working
+directory. Eval runs go to the experiment ``mtrl-gym-eval`` by default and carry the tag
+``mtrl_gym.training_run`` when a training run was given.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["log_to_mlflow", "run_metrics"]
+__all__ = ["log_to_mlflow", "run_metrics", "tracking_uri_or_default", "quiet_mlflow"]
 
 _KEY_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-. /")
+
+
+def tracking_uri_or_default(tracking_uri: str | None = None) -> str:
+    """``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<cwd>/mlflow.db``: the
+    trainer's default store, so evaluations land next to the training runs."""
+    return tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def quiet_mlflow() -> None:
+    import logging
+
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _key(text: str) -> str:
@@ -58,14 +75,15 @@ def run_metrics(run: Mapping[str, Any]) -> dict[str, float]:
 def log_to_mlflow(result, *, tracking_uri: str | None = None, experiment: str = "mtrl-gym-eval",
                   training_run: str | None = None) -> dict[str, Any]:
     """Log an :class:`~mtrl_gym.evaluation.runner.EvalResult`; returns the ids of what was created."""
+    quiet_mlflow()
     try:
-        from mlflow.entities import Metric, Param, RunTag
+        from mlflow.entities import Metric, Param
         from mlflow.tracking import MlflowClient
     except ImportError:
         from mtrl_gym.error import DependencyNotInstalled
 
         raise DependencyNotInstalled("mlflow", extra="train") from None
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = MlflowClient(tracking_uri=tracking_uri_or_default(tracking_uri))
     found = client.get_experiment_by_name(experiment)
     experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
     summary = result.summary

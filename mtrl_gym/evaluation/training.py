@@ -4,11 +4,19 @@ A shaped training reward can rise while the task's real success rate falls: the 
 learns the shaping, not the task. :func:`load_training_curves` reads a training run's
 per-step metrics, from
 
-* an MLflow run: ``mlflow:<run_id>`` or a bare 32-hex run id (tracking URI as for training:
-  ``$MLFLOW_TRACKING_URI`` or MLflow's default store in the working directory);
-* a metrics JSONL file: one JSON object per line with ``step`` and metric values,
-  e.g. ``{"step": 3, "train/reward_mean": 0.41, "val/success_rate": 0.27}``;
-* a training run folder that holds such a file (``metrics.jsonl``, searched recursively).
+* a GRPO run folder (``mtrl-gym train``'s ``output_dir``), which holds ``metrics.jsonl``
+  (searched recursively, so a parent folder works too);
+* a metrics JSONL file: one JSON object per line with ``step`` and metric values, as the
+  trainer writes them, e.g. ``{"step": 3, "kind": "train", "rollout/reward_mean": 0.41}``
+  and ``{"step": 10, "kind": "val", "val/success_rate": 0.27}``;
+* an MLflow run: ``mlflow:<run_id>`` or a bare 32-hex run id, in the training store
+  (``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the
+  working directory, as :mod:`mtrl_gym.trainers.grpo.tracking` uses).
+
+The training reward is the first of :data:`REWARD_KEYS` the run logged (the trainer's
+``rollout/reward_mean``: the reward it optimised, shaped if it used shaping wrappers); the
+external metric the first of :data:`SUCCESS_KEYS` (validation success, else the training
+batches' env success).
 
 :func:`reward_hacking_flags` compares the mean of the first and last quarter of the steps:
 it flags a run whose training reward rose while the external success metric fell by
@@ -27,16 +35,16 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError, DatasetError
 
-__all__ = ["TrainingCurves", "load_training_curves", "reward_hacking_flags", "training_reward_rose", "REWARD_KEYS",
-           "SUCCESS_KEYS", "METRICS_FILE"]
+__all__ = ["TrainingCurves", "load_training_curves", "reward_hacking_flags", "training_reward_rose",
+           "training_run_of", "REWARD_KEYS", "SUCCESS_KEYS", "METRICS_FILE"]
 
 #: File name of a training run's per-step metrics inside its run folder.
 METRICS_FILE = "metrics.jsonl"
 #: Training-reward metric names, most specific first (the first one present is used).
-REWARD_KEYS = ("train/reward_mean", "train/reward", "rollout/reward_mean", "reward_mean", "reward")
+REWARD_KEYS = ("rollout/reward_mean", "train/reward_mean", "train/reward", "reward_mean", "reward")
 #: External success metric names (validation first, then the training batches' outcome).
-SUCCESS_KEYS = ("val/success_rate", "val/success_mean", "eval/success_rate", "val/success",
-                "train/success_mean", "train/success_rate", "rollout/success_mean", "success_mean", "success_rate")
+SUCCESS_KEYS = ("val/success_rate", "val/success_mean", "val/pass_at_1", "eval/success_rate",
+                "rollout/success_rate", "train/success_rate", "train/success_mean", "success_rate", "success_mean")
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -122,13 +130,16 @@ def _jsonl_series(path: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def _mlflow_series(run_id: str, tracking_uri: str | None) -> dict[str, list[tuple[int, float]]]:
+    from mtrl_gym.evaluation.tracking import quiet_mlflow, tracking_uri_or_default
+
+    quiet_mlflow()
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
         from mtrl_gym.error import DependencyNotInstalled
 
         raise DependencyNotInstalled("mlflow", extra="train") from None
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = MlflowClient(tracking_uri=tracking_uri_or_default(tracking_uri))
     try:
         run = client.get_run(run_id)
     except Exception as e:  # noqa: BLE001 - mlflow raises its own types for a missing run
@@ -139,6 +150,19 @@ def _mlflow_series(run_id: str, tracking_uri: str | None) -> dict[str, list[tupl
         history = client.get_metric_history(run_id, key)
         series[key] = sorted({m.step: float(m.value) for m in history}.items())
     return series
+
+
+def training_run_of(adapter: str | os.PathLike) -> Path | None:
+    """The training run folder an adapter was saved in (``<run>/checkpoints/step_N/adapter``), if any.
+
+    A folder counts when it holds :data:`METRICS_FILE`; up to four levels above the adapter
+    are searched.
+    """
+    path = Path(adapter).expanduser().resolve()
+    for parent in list(path.parents)[:4]:
+        if (parent / METRICS_FILE).is_file():
+            return parent
+    return None
 
 
 def _window_delta(points: list[tuple[int, float]], fraction: float) -> float | None:

@@ -4,27 +4,14 @@ resume after an interruption; the external scorer with shaping wrappers; bad inp
 from __future__ import annotations
 
 import json
-import struct
 
 import gymnasium
 import pytest
+from eval_helpers import assert_valid_png
 
 from mtrl_gym.cli import main
 from mtrl_gym.error import ConfigError, DatasetError, SamplerError, UnknownEnv
 from mtrl_gym.eval import EvalConfig, RunSpec, evaluate, read_records
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def assert_valid_png(path) -> None:
-    data = open(path, "rb").read()
-    assert data[:8] == PNG_MAGIC and data[12:16] == b"IHDR"
-    width, height = struct.unpack(">II", data[16:24])
-    assert width > 100 and height > 100
-    import matplotlib.image
-
-    assert matplotlib.image.imread(path).shape[:2] == (height, width)
-
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory, chatml_tokenizer, tiny_model):
