@@ -212,3 +212,39 @@ def test_store_appends_reads_back_and_cuts_a_half_written_line(tmp_path):
     path.write_text('{"task_index": 0, "sample_index": 0}\nnot json\n{"task_index": 1, "sample_index": 0}\n')
     with pytest.raises(DatasetError, match="line 2"):
         read_records(path)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _cli_runs(*argv):
+    from mtrl_gym.cli import build_parser
+    from mtrl_gym.cli.eval import build_runs
+
+    return build_runs(build_parser().parse_args(["eval", *argv]))
+
+
+def test_cli_run_grammar_and_defaults():
+    runs = _cli_runs("--model", "m", "--adapter", "out/a", "--adapter", "late=out/b", "--temperature", "0.7",
+                     "--runs", "base", "trained:0", "late:1.0:0.9", "--policy", "solver")
+    assert [(r.name, r.kind, r.temperature, r.top_p) for r in runs[:3]] == [
+        ("base:0.7", "model", 0.7, 1.0), ("trained:0.0", "adapter", 0.0, 1.0), ("late:1.0:0.9", "adapter", 1.0, 0.9)]
+    assert (runs[3].name, runs[3].kind) == ("solver", "policy")
+    assert runs[2].adapter == "out/b" and runs[2].model == "m"
+    # Without --runs every source runs once; with --endpoint, --model is only its tokenizer.
+    assert [r.name for r in _cli_runs("--model", "m", "--adapter", "out/a")] == ["base:1.0", "trained:1.0"]
+    endpoint = _cli_runs("--model", "tok", "--endpoint", "http://127.0.0.1:9/v1", "--policy", "random")
+    assert [(r.name, r.kind) for r in endpoint] == [("endpoint:1.0", "endpoint"), ("random", "policy")]
+    assert endpoint[0].endpoint == "http://127.0.0.1:9/v1" and endpoint[0].model == "tok"
+    with pytest.raises(ConfigError, match="label 'trained' is given twice"):
+        _cli_runs("--adapter", "a", "--adapter", "b")
+
+
+def test_seeded_split_for_any_env(tmp_path):
+    from mtrl_gym.eval import evaluate
+
+    result = evaluate("mtrl/Wordle-v0", [RunSpec("solver", policy="solver")], split="seeds:3",
+                      config=EvalConfig(n=1, seed=5), out_dir=tmp_path, report=False)
+    direct = [gymnasium.make("mtrl/Wordle-v0").reset(seed=5 + i)[1]["task_id"] for i in range(3)]
+    assert result.summary["task_ids"] == direct
+    assert [r["task_id"] for r in read_records(tmp_path / "trajectories" / "solver.jsonl")] == direct
