@@ -182,6 +182,24 @@ def test_guard_patches_are_removed_after_each_call():
     assert "connect" not in vars(socket.socket) and not is_installed()
 
 
+def test_a_patch_made_between_guards_is_wrapped_and_then_left_in_place(monkeypatch, tmp_path):
+    with sandbox_guard(tool="t"):
+        pass
+    calls = []
+
+    def patched_open(file, mode="r", *args, **kwargs):
+        calls.append((str(file), mode))
+        return "patched"
+
+    monkeypatch.setattr(builtins, "open", patched_open)
+    with sandbox_guard(tool="t"):
+        assert builtins.open is not patched_open
+        assert builtins.open("some/file") == "patched"
+        with pytest.raises(SandboxViolation):
+            builtins.open(tmp_path / "x", "w")
+    assert builtins.open is patched_open and calls == [("some/file", "r")]
+
+
 def test_the_guard_is_per_thread(tmp_path):
     inside, done = threading.Event(), threading.Event()
     errors = []

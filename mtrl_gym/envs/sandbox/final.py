@@ -46,12 +46,13 @@ def _charset() -> str:
 #: maths operators, box drawing, and U+FFFD. Other characters are replaced (see :func:`clean_text`).
 CHARSET = _charset()
 _CHARSET_SET = frozenset(CHARSET)
+_OUTSIDE_RE = re.compile("[^" + "".join(re.escape(c) for c in CHARSET) + "]")
 
 
 def clean_text(text: str) -> str:
     """``text`` restricted to :data:`CHARSET`: ``\\r\\n`` -> ``\\n``, other characters by their NFKD
     base letters when those are allowed (``ﬁ`` -> ``fi``), else ``?``."""
-    if all(c in _CHARSET_SET for c in text):
+    if _OUTSIDE_RE.search(text) is None:  # the common case, at C speed
         return text
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     out = []

@@ -104,7 +104,6 @@ class GuardReport:
 _local = threading.local()
 _lock = threading.Lock()
 _installed = 0
-_saved: list[tuple[Any, str, Any, bool, Any]] = []  # (owner, attr, original, owned, wrapper)
 
 
 def _active() -> GuardReport | None:
@@ -291,18 +290,34 @@ def _targets() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[.
     return out
 
 
+class _Patch:
+    """One patched function: where it lives, its original, and the wrapper (built once)."""
+
+    __slots__ = ("owner", "attr", "factory", "original", "owned", "wrapper")
+
+    def __init__(self, owner: Any, attr: str, factory: Callable[[Callable[..., Any]], Callable[..., Any]]):
+        self.owner, self.attr, self.factory = owner, attr, factory
+        self.original: Any = None
+        self.owned = False
+        self.wrapper: Any = None
+
+
+_patches: list[_Patch] = []
+
+
 def _install() -> None:
     global _installed
     with _lock:
         _installed += 1
         if _installed > 1:
             return
-        for owner, attr, factory in _targets():
-            owned = attr in vars(owner)
-            original = getattr(owner, attr)
-            wrapper = factory(original)
-            _saved.append((owner, attr, original, owned, wrapper))
-            setattr(owner, attr, wrapper)
+        if not _patches:
+            _patches.extend(_Patch(owner, attr, factory) for owner, attr, factory in _targets())
+        for p in _patches:
+            current = getattr(p.owner, p.attr)
+            if current is not p.original or p.wrapper is None:  # first use, or replaced since: rewrap
+                p.original, p.owned, p.wrapper = current, p.attr in vars(p.owner), p.factory(current)
+            setattr(p.owner, p.attr, p.wrapper)
 
 
 def _uninstall() -> None:
@@ -311,17 +326,15 @@ def _uninstall() -> None:
         _installed -= 1
         if _installed > 0:
             return
-        while _saved:
-            owner, attr, original, owned, wrapper = _saved.pop()
-            if getattr(owner, attr, None) is not wrapper:
+        for p in reversed(_patches):
+            if getattr(p.owner, p.attr, None) is not p.wrapper:
                 continue  # someone patched it after us; leave their patch in place
-            if owned:
-                setattr(owner, attr, original)
+            if p.owned:
+                setattr(p.owner, p.attr, p.original)
             else:
-                delattr(owner, attr)
+                delattr(p.owner, p.attr)
 
 
 def is_installed() -> bool:
     """True while at least one guard is active in some thread (for tests)."""
     return _installed > 0
-

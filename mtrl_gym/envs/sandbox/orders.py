@@ -9,6 +9,7 @@ submitted JSON answer and the final state: the right order changed, and nothing 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -85,6 +86,12 @@ def build_store(seed: int) -> OrderStore:
                 "delivered": delivered.isoformat() if delivered else None, "items": items,
                 "total": round(sum(i["qty"] * i["unit_price"] for i in items), 2)}
     return store
+
+
+@functools.lru_cache(maxsize=512)
+def _snapshot(seed: int) -> OrderStore:
+    """The pristine store of world ``seed``, shared: never mutate it (the env deep-copies it)."""
+    return build_store(seed)
 
 
 def expected_action(order: Mapping[str, Any]) -> str:
@@ -264,7 +271,8 @@ class OrdersEnv(ToolSandboxEnv):
         return sample_orders_task(rng)
 
     def make_state(self, task: Mapping[str, Any], seed: int) -> OrderStore:
-        return build_store(seed)
+        # A cached snapshot; the base class deep-copies it (copy_state), so writes stay in the episode.
+        return _snapshot(seed)
 
     def step_facts(self) -> dict[str, Any]:
         return {"writes": len(self.state.log) if isinstance(self.state, OrderStore) else 0}
@@ -273,7 +281,7 @@ class OrdersEnv(ToolSandboxEnv):
         expected = task["answer"]
         answer_ok = isinstance(answer, dict) and answer.get("order_id") == expected["order_id"] \
             and answer.get("action") == expected["action"]
-        pristine = build_store(int(task["state_seed"]))
+        pristine = _snapshot(int(task["state_seed"]))
         changed = sorted(oid for oid, o in state.orders.items() if o != pristine.orders.get(oid))
         target = expected["order_id"]
         want_status = _FINAL_STATUS.get(expected["action"], pristine.orders[target]["status"])

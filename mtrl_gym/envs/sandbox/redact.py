@@ -95,6 +95,7 @@ class Redactor:
         self.keys = frozenset(_norm_key(k) for k in ((DEFAULT_SECRET_KEYS if defaults else frozenset()) | set(keys)))
         self.hashed = bool(hashed)
         self._salt = salt.encode() if isinstance(salt, str) else bytes(salt)
+        self._memo: dict[str, str] = {}  # redaction is pure: replayed arguments repeat
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], *, salt: bytes | str = b"") -> Redactor:
@@ -119,6 +120,16 @@ class Redactor:
 
     def redact_text(self, text: str) -> str:
         """``text`` with every pattern match replaced by its placeholder."""
+        if len(text) <= 256:
+            hit = self._memo.get(text)
+            if hit is None:
+                if len(self._memo) >= 50_000:
+                    self._memo.clear()
+                hit = self._memo[text] = self._redact_text(text)
+            return hit
+        return self._redact_text(text)
+
+    def _redact_text(self, text: str) -> str:
         for name, rx in self._compiled:
             if len(text) > 200_000:
                 break
