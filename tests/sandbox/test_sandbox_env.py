@@ -8,7 +8,7 @@ import gymnasium
 import pytest
 
 from mtrl_gym.datasets import encode_task, write_tasks
-from mtrl_gym.envs.sandbox import (ERROR_STATUSES, STATUSES, FinalAnswer, Grade, ToolContext, ToolError,
+from mtrl_gym.envs.sandbox import (ERROR_STATUSES, STATUSES, Cassette, FinalAnswer, Grade, ToolContext, ToolError,
                                    ToolSandboxEnv, tool)
 from mtrl_gym.error import CassetteError, ConfigError, InvalidTask
 from mtrl_gym.trainers.chat import env_reply_messages
@@ -270,6 +270,14 @@ def test_tasks_from_a_file_and_encoded_rows(tmp_path):
     assert obs == "What is 19 + 23?" and info["task_id"] == "sum-1"
 
 
+def test_task_ids_are_stable_digests_even_for_rows_with_odd_values(tmp_path):
+    path = Cassette(tmp_path / "empty.jsonl", mode="record").save()
+    row = {"prompt": "p", "answer": 1, "cassette": path, "checker": lambda a, e: Grade.correct()}
+    env = make(tools=[add])
+    first = env.reset(seed=0, options={"task": row})[1]["task_id"]
+    assert first == env.reset(seed=5, options={"task": dict(row)})[1]["task_id"] and first.startswith("sandbox-")
+
+
 def test_custom_grader_and_step_facts():
     class Counting(ToolSandboxEnv):
         tools = [add]
@@ -307,6 +315,9 @@ def test_results_are_cut_and_cleaned():
     ({"on_missing": "skip"}, r'`on_missing` must be "error", "nearest" or "strict", got \'skip\''),
     ({"tool_exceptions": "ignore"}, r'`tool_exceptions` must be "raise" or "report", got \'ignore\''),
     ({"tasks": []}, r"`tasks` is empty"),
+    ({"cassette": Cassette(), "mode": "record"}, r"`mode` is 'record' but the given Cassette has mode 'replay'"),
+    ({"cassette": Cassette(), "on_missing": "strict"},
+     r"`on_missing` is 'strict' but the given Cassette has on_missing 'error'"),
 ])
 def test_config_errors(kwargs, match):
     with pytest.raises(ConfigError, match=match):

@@ -19,6 +19,7 @@ from mtrl_gym.envs.sandbox import ToolSandboxEnv
 from mtrl_gym.envs.sandbox.orders import OrdersEnv, build_store, expected_action, sample_orders_task
 from mtrl_gym.envs.sandbox.shop import sample_shop_task
 from mtrl_gym.envs.sandbox.weather import CASSETTE_PATH, DATES, record_cassette, sample_weather_task
+from mtrl_gym.error import ConfigError
 from mtrl_gym.registry import list_envs
 
 SANDBOX_IDS = [e for e in list_envs() if e.startswith("mtrl/Sandbox-")]
@@ -89,6 +90,11 @@ def test_weather_wrong_answers_and_unrecorded_calls():
     assert json.loads(info["tool_results"][1]["content"])["city"] == "Oslo"
     _, reward, term, _, info = env.step("<final_answer>Atlantis</final_answer>")
     assert term and reward == 0.0 and info["success"] is False
+
+
+def test_weather_never_records_into_the_shipped_cassette():
+    with pytest.raises(ConfigError, match=r"mode='record' needs cassette=PATH to record into"):
+        gymnasium.make("mtrl/Sandbox-Weather-v0", mode="record")
 
 
 def test_shipped_weather_cassette_is_a_fresh_recording(tmp_path):

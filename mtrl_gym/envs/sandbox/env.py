@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import difflib
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -17,7 +18,6 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from mtrl_gym.envs.sandbox.canonical import canonical_json
 from mtrl_gym.envs.sandbox.cassette import Cassette, ToolResponse
 from mtrl_gym.envs.sandbox.final import CHARSET, FinalAnswer, clean_text
 from mtrl_gym.envs.sandbox.grading import Grade, make_checker
@@ -157,7 +157,7 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
                  state_factory: Callable[[Mapping[str, Any], int], Any] | None = None,
                  grader: Callable[[Any, Mapping[str, Any], Any], Grade] | None = None,
                  cassette: str | os.PathLike | Cassette | None = None, mode: str | None = None,
-                 on_missing: str = "error", max_tool_calls: int = 20, max_turns: int = 30,
+                 on_missing: str | None = None, max_tool_calls: int = 20, max_turns: int = 30,
                  max_result_chars: int = 4000, tool_exceptions: str = "raise", render_mode: str | None = None):
         _check_int("max_tool_calls", max_tool_calls, 1)
         _check_int("max_turns", max_turns, 1)
@@ -167,8 +167,11 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         if isinstance(cassette, Cassette) and mode not in (None, cassette.mode):
             raise ConfigError(f"`mode` is {mode!r} but the given Cassette has mode {cassette.mode!r}; "
                               "set the mode on the Cassette (or pass a path)")
-        if on_missing not in ("error", "nearest", "strict"):
+        if on_missing is not None and on_missing not in ("error", "nearest", "strict"):
             raise ConfigError(f'`on_missing` must be "error", "nearest" or "strict", got {on_missing!r}')
+        if isinstance(cassette, Cassette) and on_missing not in (None, cassette.on_missing):
+            raise ConfigError(f"`on_missing` is {on_missing!r} but the given Cassette has on_missing "
+                              f"{cassette.on_missing!r}; set it on the Cassette (or pass a path)")
         if tool_exceptions not in ("raise", "report"):
             raise ConfigError(f'`tool_exceptions` must be "raise" or "report", got {tool_exceptions!r}')
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -182,7 +185,7 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         self.domain_prompt = system_prompt if system_prompt is not None else type(self).domain_prompt
         self._state_factory, self._grader = state_factory, grader
         self.mode = mode or (cassette.mode if isinstance(cassette, Cassette) else "replay")
-        self.on_missing = on_missing
+        self.on_missing = on_missing or (cassette.on_missing if isinstance(cassette, Cassette) else "error")
         self._cassette_arg = cassette
         self._cassettes: dict[str, Cassette] = {}
         self.max_tool_calls, self.max_turns = int(max_tool_calls), int(max_turns)
@@ -256,7 +259,8 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         super().reset(seed=seed)
         task = copy.deepcopy(self._select_task(options or {}))  # tools cannot alter the stored row
         self._remove_workdirs()
-        task_id = str(task.get("id") or "sandbox-" + _digest(canonical_json(_jsonable(task)))[:10])
+        task_id = str(task.get("id") or "sandbox-" + _digest(json.dumps(_jsonable(task), sort_keys=True, default=repr,
+                                                                       ensure_ascii=False))[:10])
         state_seed = _state_seed(task, task_id)
         if self._grader is None and type(self).grade is ToolSandboxEnv.grade:
             if "answer" not in task:
@@ -548,6 +552,7 @@ def _digest(text: str) -> str:
 
 
 def _jsonable(task: Mapping[str, Any]) -> dict[str, Any]:
+    """The row without values whose text is not stable across processes (functions, cassettes)."""
     return {k: v for k, v in task.items() if not callable(v) and not isinstance(v, Cassette)}
 
 

@@ -23,6 +23,7 @@ from mtrl_gym.envs.sandbox.canonical import canonical_json
 from mtrl_gym.envs.sandbox.cassette import Cassette
 from mtrl_gym.envs.sandbox.env import ToolSandboxEnv
 from mtrl_gym.envs.sandbox.tools import ToolError, ToolSet, tool
+from mtrl_gym.error import ConfigError
 
 __all__ = ["WeatherEnv", "CITIES", "DATES", "archive_observation", "list_cities", "get_daily_weather",
            "record_cassette", "CASSETTE_PATH"]
@@ -195,7 +196,11 @@ class WeatherEnv(ToolSandboxEnv):
     task_fields = ("prompt", "answer")
 
     def __init__(self, **kwargs: Any):
-        if kwargs.get("mode") != "live" and "cassette" not in kwargs:
+        mode = kwargs.get("mode") or "replay"
+        if mode in ("record", "replay_or_record") and "cassette" not in kwargs:
+            raise ConfigError(f"mode={mode!r} needs cassette=PATH to record into; the shipped cassette is "
+                              "read-only (re-record it with record_cassette)")
+        if mode != "live" and "cassette" not in kwargs:
             kwargs["cassette"] = str(resources.files("mtrl_gym.envs.sandbox").joinpath(CASSETTE_PATH))
         super().__init__(**kwargs)
 
