@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -262,7 +263,9 @@ def _loads_lenient(s: str) -> tuple[Any, str | None]:
         json_err = getattr(e, "msg", type(e).__name__)
     if len(s) <= _MAX_ARG_SOURCE:
         try:
-            return ast.literal_eval(s), None
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return ast.literal_eval(s), None
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
     return None, f"invalid JSON ({json_err})"
@@ -400,7 +403,9 @@ def _call_syntax(text, blocked, schemas):
 def _literal_call(src: str, params: list[str] | None, names_as_strings: bool):
     """Arguments of a call expression with literal arguments, or None if it is not one."""
     try:
-        node = ast.parse(src, mode="eval").body
+        with warnings.catch_warnings():  # model text: "\d" in a string must not warn
+            warnings.simplefilter("ignore")
+            node = ast.parse(src, mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
