@@ -77,6 +77,10 @@ def register(sub) -> None:
     out.add_argument("--save-tokens", action="store_true", help="keep token ids and log-probs in the JSONL")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     hw = p.add_argument_group("hardware")
+    hw.add_argument("--backend", choices=["hf", "vllm"], default="hf",
+                    help="model runs with transformers (hf) or an in-process vLLM engine (default: %(default)s)")
+    hw.add_argument("--gpu-memory-utilization", type=float, default=0.85,
+                    help="vLLM: fraction of GPU memory the engine may use (default: %(default)s)")
     hw.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
     hw.add_argument("--dtype", default=None, help="model dtype, e.g. bfloat16 (default: the checkpoint's)")
     hw.add_argument("--max-batch-size", type=int, default=None, help="most sequences per forward pass")
@@ -144,8 +148,10 @@ def run(args) -> int:
     config = EvalConfig(n=args.n, seed=args.seed, max_turns=args.max_turns, max_episode_tokens=args.max_episode_tokens,
                         batch_tasks=args.batch_tasks, report_examples=args.examples, save_tokens=args.save_tokens,
                         reference_run=args.reference, progress=not args.quiet)
-    pool = ModelPool(device=args.device, dtype=args.dtype, max_batch_size=args.max_batch_size,
-                     allow_base_mismatch=args.allow_base_mismatch)
+    pool = ModelPool(backend=args.backend, device=args.device, dtype=args.dtype, max_batch_size=args.max_batch_size,
+                     allow_base_mismatch=args.allow_base_mismatch,
+                     vllm_kwargs={"max_model_len": args.max_episode_tokens,
+                                  "gpu_memory_utilization": args.gpu_memory_utilization})
     training_run = args.training_run
     if training_run is None and len(args.adapter) == 1:
         from mtrl_gym.evaluation.training import training_run_of

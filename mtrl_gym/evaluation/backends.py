@@ -26,9 +26,14 @@ from typing import Any
 from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.specs import RunSpec
 
-__all__ = ["ModelPool", "read_adapter_config", "adapter_shape_problems", "same_base_model", "probe_endpoint"]
+__all__ = ["ModelPool", "BACKENDS", "read_adapter_config", "adapter_shape_problems", "same_base_model",
+           "probe_endpoint"]
 
 _WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+#: Model backends of :class:`ModelPool`.
+BACKENDS = ("hf", "vllm")
+#: LoRA ranks vLLM accepts for ``max_lora_rank``.
+_VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def read_adapter_config(adapter: str | Path) -> dict[str, Any]:
@@ -171,18 +176,29 @@ class ModelPool:
     """Loads and caches the samplers of model runs (see module docstring).
 
     Args:
-        device, dtype: passed to :func:`mtrl_gym.models.load`.
+        backend: ``"hf"`` (transformers, CPU or GPU: :class:`HFSampler`) or ``"vllm"`` (an
+            in-process vLLM engine per model and adapter: :class:`VLLMSampler`; the adapter
+            is served as a LoRA, not merged).
+        device, dtype: passed to :func:`mtrl_gym.models.load` (vLLM: ``dtype`` only).
         max_batch_size: most requests per forward pass of an :class:`HFSampler`.
         allow_base_mismatch: accept an adapter whose recorded base model has another name
             (its tensor shapes are still checked).
         endpoint_timeout_s: seconds per endpoint request.
+        vllm_kwargs: fields of :class:`~mtrl_gym.trainers.samplers.vllm.VLLMConfig`
+            (``max_model_len``, ``gpu_memory_utilization`` (default 0.85 here: evaluation
+            shares the GPU with no trainer), ...).
     """
 
-    def __init__(self, *, device: str | None = None, dtype: Any = None, max_batch_size: int | None = None,
-                 allow_base_mismatch: bool = False, endpoint_timeout_s: float = 120.0):
+    def __init__(self, *, backend: str = "hf", device: str | None = None, dtype: Any = None,
+                 max_batch_size: int | None = None, allow_base_mismatch: bool = False,
+                 endpoint_timeout_s: float = 120.0, vllm_kwargs: dict[str, Any] | None = None):
+        if backend not in BACKENDS:
+            raise ConfigError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
+        self.backend = backend
         self.device, self.dtype, self.max_batch_size = device, dtype, max_batch_size
         self.allow_base_mismatch = allow_base_mismatch
         self.endpoint_timeout_s = endpoint_timeout_s
+        self.vllm_kwargs = {"gpu_memory_utilization": 0.85, **(vllm_kwargs or {})}
         self._models: dict[tuple[str, str | None], tuple[Any, Any]] = {}
 
     # ------------------------------------------------------------------ checks
@@ -253,10 +269,30 @@ class ModelPool:
             tokenizer = spec.tokenizer or models.load_tokenizer(spec.model)
             return OpenAISampler(spec.endpoint, model=spec.endpoint_model, timeout_s=self.endpoint_timeout_s), \
                 tokenizer
+        if self.backend == "vllm":
+            return self._load_vllm(self.base_of(spec), spec.adapter)
         from mtrl_gym.trainers.samplers.hf import HFSampler
 
         model, tokenizer = self._load(self.base_of(spec), spec.adapter)
         return HFSampler(model, tokenizer, max_batch_size=self.max_batch_size), tokenizer
+
+    def _load_vllm(self, base: str, adapter: str | None):
+        key = (base, adapter)
+        if key not in self._models:
+            from mtrl_gym import models
+            from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+
+            kwargs = dict(self.vllm_kwargs)
+            if self.dtype is not None:
+                kwargs.setdefault("dtype", str(self.dtype).removeprefix("torch."))
+            if adapter is not None:
+                rank = int(read_adapter_config(adapter).get("r") or 16)
+                kwargs.update(enable_lora=True, max_lora_rank=next((r for r in _VLLM_LORA_RANKS if r >= rank), rank))
+            sampler = VLLMSampler(base, VLLMConfig(**kwargs))
+            if adapter is not None:
+                sampler.load_adapter(str(Path(adapter).expanduser()))
+            self._models[key] = (sampler, models.load_tokenizer(base))
+        return self._models[key]
 
     def _load(self, base: str, adapter: str | None):
         key = (base, adapter)
@@ -272,11 +308,21 @@ class ModelPool:
             self._models[key] = (model, tokenizer)
         return self._models[key]
 
+    def key(self, spec: RunSpec) -> tuple[str, str | None] | None:
+        """What a run loads: ``(base model, adapter)``, or ``None`` for runs that load nothing."""
+        return (self.base_of(spec), spec.adapter) if spec.kind in ("model", "adapter") else None
+
     def release(self, keep: list[RunSpec]) -> None:
-        """Drop loaded models no run in ``keep`` needs."""
-        needed = {(self.base_of(s), s.adapter) for s in keep if s.kind in ("model", "adapter")}
+        """Drop (and close, for vLLM engines) loaded models no run in ``keep`` needs."""
+        needed = {self.key(s) for s in keep}
         for key in [k for k in self._models if k not in needed]:
-            del self._models[key]
+            loaded = self._models.pop(key)[0]
+            if self.backend == "vllm":
+                loaded.close()
+
+    def close(self) -> None:
+        """Release every loaded model."""
+        self.release([])
 
 
 def _merge_adapter(model, adapter: str):

@@ -182,6 +182,20 @@ def _play_policy(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalSto
         env.close()
 
 
+def _execution_order(runs: Sequence[RunSpec], pool: ModelPool) -> list[RunSpec]:
+    """Runs that load the same model and adapter back to back, so that one is loaded at a time.
+
+    The results do not depend on the order (every run has its own seeds); reports keep the
+    order the runs were given in.
+    """
+    first: dict[Any, int] = {}
+    keyed = []
+    for i, spec in enumerate(runs):
+        key = pool.key(spec)
+        keyed.append((first.setdefault(key, i) if key is not None else i, i, spec))
+    return [spec for _, _, spec in sorted(keyed, key=lambda x: (x[0], x[1]))]
+
+
 def _progress(total: int, name: str, enabled: bool):
     if not enabled or total == 0:
         return None
@@ -237,7 +251,9 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
         training_run: a training run whose curves go in the report and are checked for
             reward hacking (:func:`~mtrl_gym.evaluation.training.load_training_curves`);
             ``training_keys`` = ``(reward_key, success_key)`` pick its series.
-        pool: a :class:`~mtrl_gym.evaluation.backends.ModelPool` (device, dtype, ...).
+        pool: a :class:`~mtrl_gym.evaluation.backends.ModelPool` (backend, device, dtype, ...);
+            runs that load the same model play back to back, and every model is released
+            when the evaluation ends.
         report: write ``report/report.md`` and the PNG plots.
         mlflow, tracking_uri, experiment: also log to MLflow (the training store by default).
     """
@@ -252,18 +268,22 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
     store = EvalStore(out_dir if out_dir is not None else default_out_dir(), header, resume=resume)
     for spec in runs:
         store.add_run(spec.name, spec.describe())
-    for i, spec in enumerate(runs):
-        done = store.done(spec.name, retry_failed=retry_failed)
-        bar = _progress(len(rows) * config.n - len(done), spec.name, config.progress)
-        try:
-            if spec.kind == "policy":
-                _play_policy(spec, maker, rows, config, store, done, failure_reward, bar)
-            else:
-                _play_model(spec, maker, rows, config, store, pool, done, failure_reward, bar)
-        finally:
-            if bar is not None:
-                bar.close()
-        pool.release(runs[i + 1:])
+    order = _execution_order(runs, pool)
+    try:
+        for i, spec in enumerate(order):
+            done = store.done(spec.name, retry_failed=retry_failed)
+            bar = _progress(len(rows) * config.n - len(done), spec.name, config.progress)
+            try:
+                if spec.kind == "policy":
+                    _play_policy(spec, maker, rows, config, store, done, failure_reward, bar)
+                else:
+                    _play_model(spec, maker, rows, config, store, pool, done, failure_reward, bar)
+            finally:
+                if bar is not None:
+                    bar.close()
+            pool.release(order[i + 1:])
+    finally:
+        pool.close()
     return _finish(env_id, runs, rows, task_ids, config, store, curves, report=report, mlflow=mlflow,
                    tracking_uri=tracking_uri, experiment=experiment, training_run=training_run)
 

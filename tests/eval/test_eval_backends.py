@@ -207,3 +207,16 @@ def test_endpoint_run_end_to_end(tmp_path, crane_server, chatml_tokenizer):
     assert run["trajectory"]["tool_calls"] == pytest.approx((1 + 6) / 2)  # solved at once / six repeats
     assert run["trajectory"]["format_error_rate"] == 0.0
     assert run["reward"]["value"] == pytest.approx((1.55 - 0.5) / 2)
+
+
+def test_runs_that_load_the_same_model_play_back_to_back(base_dir, adapter_dir):
+    from mtrl_gym.evaluation.runner import _execution_order
+
+    runs = [RunSpec("base:1.0", model=str(base_dir)), RunSpec("solver", policy="solver"),
+            RunSpec("trained:1.0", model=str(base_dir), adapter=str(adapter_dir)),
+            RunSpec("base:0.0", model=str(base_dir), temperature=0.0),
+            RunSpec("trained:0.0", model=str(base_dir), adapter=str(adapter_dir), temperature=0.0)]
+    order = [s.name for s in _execution_order(runs, ModelPool())]
+    assert order == ["base:1.0", "base:0.0", "solver", "trained:1.0", "trained:0.0"]
+    with pytest.raises(ConfigError, match="`backend` must be one of"):
+        ModelPool(backend="onnx")
