@@ -59,7 +59,7 @@ import random
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,6 +220,7 @@ class VLLMSampler(Sampler):
         policy_version: version of the weights being sampled (0 = as loaded).
         lora_request: the ``LoRARequest`` every request uses (``None`` = base weights).
         eos_token_ids, max_context_length: read by the rollout engine.
+        on_tokens: optional callback, called with the tokens each engine call sampled.
         stats: counters over the sampler's life — ``prompt_tokens``, ``cached_tokens``,
             ``prefill_tokens``, ``sampled_tokens``, ``requests``, ``errors``,
             ``generate_calls``, ``syncs``.
@@ -255,6 +256,8 @@ class VLLMSampler(Sampler):
         self._work_dir: Path | None = Path(config.work_dir) if config.work_dir else None
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._warned_truncation = False
+        #: Called with the number of tokens sampled by each engine call (progress bars).
+        self.on_tokens: Callable[[int], None] | None = None
         self.stats = dict.fromkeys(("prompt_tokens", "cached_tokens", "prefill_tokens", "sampled_tokens",
                                     "requests", "errors", "generate_calls", "syncs"), 0)
 
@@ -320,6 +323,8 @@ class VLLMSampler(Sampler):
         if todo:
             for (i, _, _), result in zip(todo, self._generate(todo)):
                 results[i] = result
+            if self.on_tokens is not None:
+                self.on_tokens(sum(len(results[i].token_ids) for i, _, _ in todo))  # type: ignore[union-attr]
         self.stats["requests"] += len(requests)
         self.stats["errors"] += sum(r.finish_reason == "error" for r in results)  # type: ignore[union-attr]
         return results  # type: ignore[return-value]
