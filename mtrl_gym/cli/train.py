@@ -1,0 +1,98 @@
+"""``mtrl-gym train``: GRPO training of an LLM agent on an environment.
+
+Every field of :class:`~mtrl_gym.trainers.grpo.config.GRPOConfig` is a flag
+(``learning_rate`` -> ``--learning-rate``), with the field's docstring as help. Settings
+merge in order: defaults, ``--config`` files or preset names (repeatable), flags, then
+``--set key=value`` overrides::
+
+    mtrl-gym train --config cpu                                   # the CPU preset
+    mtrl-gym train --env mtrl/Wordle-v0 --model smollm2-135m --config cpu --max-steps 5
+    mtrl-gym train --config my_run.yaml --set loss_kwargs='{"ratio_high": 1.28}'
+    mtrl-gym train --resume runs/grpo                             # continue a run
+
+``--resume`` continues from the run's latest checkpoint (or a given checkpoint folder)
+with the config saved in it; flags given on the same command line still apply (e.g. a
+larger ``--max-steps``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import typing
+from pathlib import Path
+
+_NO_VALUE = object()
+
+
+def register(sub) -> None:
+    from mtrl_gym.trainers.grpo.config import GRPOConfig, field_docs, preset_names
+
+    p = sub.add_parser("train", help="train an agent with GRPO (LoRA or full fine-tuning)",
+                       usage="mtrl-gym train [--config FILE_OR_PRESET] [--set KEY=VALUE] [--resume [PATH]] "
+                             "[--print-config] [--FIELD VALUE ...]",
+                       description="Train an agent with GRPO. Settings: defaults < --config files/presets < "
+                                   "flags < --set overrides.")
+    p.add_argument("--config", action="append", default=[], metavar="FILE_OR_PRESET",
+                   help=f"YAML/TOML config file or preset name ({', '.join(preset_names())}); repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="override any field, e.g. --set lora_rank=8 (repeatable)")
+    p.add_argument("--resume", nargs="?", const=_NO_VALUE, default=None, metavar="PATH",
+                   help="continue a run: a checkpoint folder or run folder (default: --output-dir)")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    fields = p.add_argument_group("config fields (see docs/training.md)")
+    docs = field_docs()
+    hints = typing.get_type_hints(GRPOConfig)
+    for f in dataclasses.fields(GRPOConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")
+        if hints[f.name] is bool:
+            fields.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=help_text)
+        else:
+            fields.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar="VALUE", help=help_text)
+    p.set_defaults(func=run)
+
+
+def resolve_config(args):
+    """The :class:`GRPOConfig` an argparse namespace asks for, and the checkpoint to resume."""
+    from mtrl_gym.trainers.grpo import checkpoint
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    flags = {k: v for k, v in vars(args).items() if k in names}
+    sources: list = []
+    resume = None
+    if args.resume is not None:
+        base = GRPOConfig.load(*args.config, flags)
+        target = Path(base.output_dir) if args.resume is _NO_VALUE else Path(args.resume)
+        resume = target if (target / checkpoint.STATE_FILE).is_file() else checkpoint.latest_checkpoint(target)
+        if resume is None:
+            from mtrl_gym.error import ConfigError
+
+            raise ConfigError(f"--resume: no checkpoint in {str(target)!r} (looked for checkpoints/step_*)")
+        sources.append(resume / "config.yaml")
+    sources.extend(args.config)
+    sources.append(flags)
+    return GRPOConfig.load(*sources, overrides=args.overrides), resume
+
+
+def run(args) -> int:
+    config, resume = resolve_config(args)
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+        return 0
+    from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
+
+    trainer = GRPOTrainer(config, resume=resume)
+    try:
+        summary = trainer.train()
+    finally:
+        trainer.close()
+    if not config.progress:
+        print(f"trained {summary['steps']} steps; run folder: {summary['run_dir']}", file=sys.stderr)
+    return 0

@@ -1,0 +1,266 @@
+"""From trajectories to micro-batches, and from micro-batches to per-token log-probs.
+
+A trajectory's *targets* are its trainable tokens (``loss_mask == 1``): the tokens the
+model sampled. The log-prob of the token at position ``p`` comes from the logits at
+``p - 1``, so the forward pass needs the tokens up to the last target only (an episode's
+final environment reply is never fed to the model) and the language-model head is applied
+only at the positions that predict a target (``logits_to_keep`` with a boolean mask): the
+prompt and environment tokens cost the transformer layers, never the vocabulary projection.
+
+Two layouts (:func:`make_micro_batches`):
+
+* ``padding_free``: sequences are concatenated into one row, positions restart at 0 at
+  each sequence start and transformers builds a block-diagonal causal mask from the
+  position ids (flash-attention runs it as variable-length attention). No token is padding.
+* ``sorted``: sequences sorted by length, longest first, and cut into padded rows so that
+  ``rows * longest <= micro_batch_tokens``; similar lengths keep the padding small.
+
+Both keep each micro-batch within a token budget (a longer sequence gets a micro-batch of
+its own). The losses take ``[B, S]`` tensors, one row per sequence and one column per
+target: :meth:`MicroBatch.rows` lays the flat per-target values out that way.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from mtrl_gym.error import ConfigError
+
+__all__ = ["TrainSequence", "MicroBatch", "build_sequence", "make_micro_batches", "token_logprobs",
+           "resolve_packing"]
+
+
+@dataclass
+class TrainSequence:
+    """One trajectory, cut and indexed for training."""
+
+    input_ids: torch.Tensor
+    """``[L]`` tokens fed to the model: the trajectory up to (not including) its last target."""
+    keep: torch.Tensor
+    """``[L]`` bool: True at positions whose logits predict a target (``loss_mask[p + 1] == 1``)."""
+    targets: torch.Tensor
+    """``[N]`` target token ids, in position order."""
+    sampler_logp: torch.Tensor
+    """``[N]`` float32 log-probs the sampler reported for the targets."""
+    advantages: torch.Tensor
+    """``[N]`` float32 advantage of each target."""
+    index: int = 0
+    """Row of the trajectory in the step's batch."""
+    old_logp: torch.Tensor | None = None
+    """``[N]`` old-policy log-probs, when computed before the update (see the trainer)."""
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def num_targets(self) -> int:
+        return int(self.targets.shape[0])
+
+
+def build_sequence(token_ids: Sequence[int], loss_mask: Sequence[int], logprobs: Sequence[float],
+                   advantages: float | Sequence[float] | torch.Tensor, *, index: int = 0) -> TrainSequence | None:
+    """A :class:`TrainSequence` from a trajectory's token lists, or None without targets.
+
+    ``advantages`` is one number for the whole sequence or one per token of ``token_ids``.
+    A target at position 0 (no context to predict it from) is dropped.
+    """
+    ids = torch.as_tensor(list(token_ids), dtype=torch.long)
+    mask = torch.as_tensor(list(loss_mask), dtype=torch.bool)
+    if ids.shape != mask.shape or len(logprobs) != len(token_ids):
+        raise ValueError(f"token_ids ({len(token_ids)}), loss_mask ({len(loss_mask)}) and logprobs "
+                         f"({len(logprobs)}) must have the same length")
+    mask[:1] = False
+    positions = mask.nonzero().flatten()
+    if positions.numel() == 0:
+        return None
+    last = int(positions[-1])
+    keep = torch.zeros(last, dtype=torch.bool)
+    keep[positions - 1] = True
+    if isinstance(advantages, (int, float)):
+        adv = torch.full((positions.numel(),), float(advantages), dtype=torch.float32)
+    else:
+        adv_all = torch.as_tensor(advantages, dtype=torch.float32).flatten()
+        if adv_all.shape[0] != ids.shape[0]:
+            raise ValueError(f"got {adv_all.shape[0]} per-token advantages for {ids.shape[0]} tokens")
+        adv = adv_all[positions]
+    sampler = torch.as_tensor(list(logprobs), dtype=torch.float32)[positions]
+    return TrainSequence(ids[:last], keep, ids[positions], sampler, adv, index=index)
+
+
+@dataclass
+class MicroBatch:
+    """Model inputs for one forward/backward, plus the per-target values of its sequences."""
+
+    input_ids: torch.Tensor
+    """``[R, T]`` token ids (R rows; one row when padding-free)."""
+    position_ids: torch.Tensor
+    """``[R, T]`` positions, restarting at 0 at each sequence start."""
+    attention_mask: torch.Tensor | None
+    """``[R, T]`` 1 on real tokens (sorted layout); None when padding-free."""
+    keep: torch.Tensor
+    """``[R, T]`` bool: positions whose logits predict a target, row-major in sequence order."""
+    sequences: list[TrainSequence] = field(default_factory=list)
+
+    @property
+    def counts(self) -> list[int]:
+        """Targets per sequence."""
+        return [s.num_targets for s in self.sequences]
+
+    @property
+    def num_targets(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def num_slots(self) -> int:
+        """Token positions the forward pass computes (padding included)."""
+        return int(self.input_ids.numel())
+
+    @property
+    def num_tokens(self) -> int:
+        """Real (non-padding) tokens."""
+        return sum(s.length for s in self.sequences)
+
+    def cat(self, name: str) -> torch.Tensor:
+        """The flat ``[N]`` concatenation of a per-target field over the sequences."""
+        return torch.cat([getattr(s, name) for s in self.sequences])
+
+    def rows(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lay flat ``[N]`` per-target values out as ``[B, S]`` (one row per sequence).
+
+        Returns ``(values, mask)``; ``mask`` is True on real targets. Differentiable in ``flat``.
+        """
+        counts = torch.tensor(self.counts, device=flat.device)
+        width = int(counts.max()) if len(self.sequences) else 0
+        mask = torch.arange(width, device=flat.device)[None, :] < counts[:, None]
+        out = torch.full(mask.shape, fill, dtype=flat.dtype, device=flat.device)
+        return out.masked_scatter(mask, flat), mask
+
+    def to(self, device: torch.device | str) -> MicroBatch:
+        """Move the model inputs to ``device`` (per-target values move when used)."""
+        move = (lambda t: t.to(device, non_blocking=True) if t is not None else None)
+        return MicroBatch(move(self.input_ids), move(self.position_ids), move(self.attention_mask),
+                          move(self.keep), self.sequences)
+
+
+def resolve_packing(packing: str, model: Any) -> str:
+    """``auto`` -> ``padding_free`` with a flash-attention kernel, else ``sorted``."""
+    if packing != "auto":
+        return packing
+    config = getattr(model, "config", None)
+    impl = str(getattr(config, "_attn_implementation", "") or "")
+    return "padding_free" if "flash" in impl else "sorted"
+
+
+def make_micro_batches(sequences: Sequence[TrainSequence], max_tokens: int, packing: str, *,
+                       pad_token_id: int = 0) -> list[MicroBatch]:
+    """Cut ``sequences`` into micro-batches of at most ``max_tokens`` token slots each.
+
+    ``packing`` is ``padding_free`` or ``sorted`` (see the module docstring). Sequences are
+    placed longest first, so the micro-batches are deterministic for a given input.
+    """
+    if max_tokens < 1:
+        raise ConfigError(f"`micro_batch_tokens` must be >= 1, got {max_tokens!r}")
+    order = sorted(sequences, key=lambda s: (-s.length, s.index))
+    if packing == "padding_free":
+        return [_packed(group) for group in _first_fit(order, max_tokens)]
+    if packing == "sorted":
+        return [_padded(group, pad_token_id) for group in _sorted_chunks(order, max_tokens)]
+    raise ConfigError(f"`packing` must be 'padding_free' or 'sorted', got {packing!r}")
+
+
+def _first_fit(order: Sequence[TrainSequence], budget: int) -> list[list[TrainSequence]]:
+    """First-fit decreasing bin packing by length (input already sorted longest first)."""
+    bins: list[list[TrainSequence]] = []
+    room: list[int] = []
+    for seq in order:
+        for i, free in enumerate(room):
+            if seq.length <= free:
+                bins[i].append(seq)
+                room[i] -= seq.length
+                break
+        else:
+            bins.append([seq])
+            room.append(budget - seq.length)
+    return bins
+
+
+def _sorted_chunks(order: Sequence[TrainSequence], budget: int) -> list[list[TrainSequence]]:
+    """Consecutive runs of the length-sorted sequences with ``rows * longest <= budget``."""
+    chunks: list[list[TrainSequence]] = []
+    for seq in order:
+        if chunks and (len(chunks[-1]) + 1) * chunks[-1][0].length <= budget:
+            chunks[-1].append(seq)
+        else:
+            chunks.append([seq])
+    return chunks
+
+
+def _packed(group: list[TrainSequence]) -> MicroBatch:
+    ids = torch.cat([s.input_ids for s in group])[None]
+    pos = torch.cat([torch.arange(s.length) for s in group])[None]
+    keep = torch.cat([s.keep for s in group])[None]
+    return MicroBatch(ids, pos, None, keep, list(group))
+
+
+def _padded(group: list[TrainSequence], pad_token_id: int) -> MicroBatch:
+    width = max(s.length for s in group)
+    ids = torch.full((len(group), width), pad_token_id, dtype=torch.long)
+    attn = torch.zeros((len(group), width), dtype=torch.long)
+    keep = torch.zeros((len(group), width), dtype=torch.bool)
+    for r, s in enumerate(group):
+        ids[r, :s.length] = s.input_ids
+        attn[r, :s.length] = 1
+        keep[r, :s.length] = s.keep
+    pos = torch.arange(width)[None].expand(len(group), width).contiguous()
+    return MicroBatch(ids, pos, attn, keep, list(group))
+
+
+def _accepts_logits_to_keep(model: Any) -> bool:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(base.forward).parameters
+
+
+def token_logprobs(model: Any, batch: MicroBatch, *, temperature: float = 1.0,
+                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of the targets of ``batch`` under ``log_softmax(logits / temperature)``.
+
+    Runs ``model`` once (gradients flow unless the caller disables them). The vocabulary
+    projection is applied only at target-predicting positions when the model accepts a
+    boolean ``logits_to_keep`` (transformers' causal LMs do). Log-softmax is computed in
+    float32 whatever the autocast dtype. ``temperature == 0`` means unscaled logits (the
+    sampler convention for greedy decoding).
+
+    Returns:
+        ``(logp, entropy)``: ``[N]`` float32 log-probs in target order (sequence by
+        sequence), and the ``[N]`` detached entropy of each predicting distribution (None
+        unless ``with_entropy``).
+    """
+    device = batch.input_ids.device
+    kwargs: dict[str, Any] = {"input_ids": batch.input_ids, "position_ids": batch.position_ids,
+                              "use_cache": False}
+    if batch.attention_mask is not None:
+        kwargs["attention_mask"] = batch.attention_mask
+    select = _accepts_logits_to_keep(model)
+    if select:
+        kwargs["logits_to_keep"] = batch.keep
+    logits = model(**kwargs).logits
+    if logits.dim() == 3:  # the model ignored logits_to_keep, or does not take it
+        logits = logits[batch.keep]
+    z = logits.float()
+    if temperature > 0 and temperature != 1.0:
+        z = z / temperature
+    targets = batch.cat("targets").to(device)
+    lse = torch.logsumexp(z, dim=-1)
+    logp = z.gather(-1, targets[:, None]).squeeze(-1) - lse
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            probs = torch.softmax(z.detach(), dim=-1)
+            entropy = lse.detach() - (probs * z.detach()).sum(-1)
+    return logp, entropy

@@ -1,0 +1,678 @@
+"""The GRPO trainer's configuration: one dataclass, loadable from YAML/TOML, overridable.
+
+:class:`GRPOConfig` holds every setting of a training run. Each field's docstring (the
+string under it) is its only documentation: ``mtrl-gym train --help`` and ``docs/training.md``
+show it from there (:func:`field_docs`). ``__post_init__`` validates every value and says
+what was wrong and how to fix it.
+
+Sources, later ones win: the defaults, a preset (``presets/<name>.yaml`` next to this
+module: :func:`preset_names`), a YAML or TOML file, and ``key=value`` overrides::
+
+    cfg = GRPOConfig.load("cpu", "my_run.yaml", overrides=["learning_rate=1e-4", "group_size=4"])
+    cfg.save("runs/x/config.yaml")       # the resolved config is saved with every run
+
+>>> cfg = GRPOConfig(global_batch_size=4, group_size=2, max_steps=3)
+>>> cfg.rollouts_per_step
+8
+>>> GRPOConfig.from_dict({"learning_rate": "1e-4"}).learning_rate
+0.0001
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import functools
+import inspect
+import json
+import math
+import os
+import textwrap
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mtrl_gym.error import ConfigError
+
+__all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
+           "parse_override", "SAMPLERS", "PACKING_MODES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
+           "TRACKERS"]
+
+SAMPLERS = ("hf", "vllm", "openai")
+PACKING_MODES = ("auto", "padding_free", "sorted")
+OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
+LR_SCHEDULES = ("constant", "cosine", "linear")
+TRACKERS = ("mlflow", "none")
+_DTYPES = ("float32", "bfloat16", "float16")
+_PRESET_DIR = Path(__file__).with_name("presets")
+
+
+@dataclass
+class GRPOConfig:
+    """Everything a GRPO run needs. Defaults follow the managed service (128 tasks x 8
+    rollouts, LoRA rank 32, alpha 64, learning rate 4e-5); the ``cpu`` preset is small."""
+
+    # ------------------------------------------------------------------ run
+    output_dir: str = "runs/grpo"
+    """Run folder: resolved config, checkpoints, metrics.jsonl, trajectories, summary."""
+    run_name: str | None = None
+    """Name of the run in the tracker; default: the output folder's name."""
+    seed: int = 0
+    """Seeds model set-up, task order, rollouts and dropout; same seed, same run (on CPU)."""
+
+    # ------------------------------------------------------------------ environment and tasks
+    env: str = "mtrl/Wordle-v0"
+    """Registered environment id (``mtrl-gym envs`` lists them)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gymnasium.make(env, **env_kwargs)``."""
+    env_wrappers: list[dict[str, Any]] = field(default_factory=list)
+    """Wrappers applied to every training env, in order: ``[{"name": "WordleShaping",
+    "kwargs": {...}}]``. A name is looked up in ``mtrl_gym.wrappers``, then
+    ``gymnasium.wrappers``; ``"package.module:Class"`` imports any class."""
+    val_env_wrappers: list[dict[str, Any]] = field(default_factory=list)
+    """Wrappers of the validation envs (same format). Empty by default, so validation
+    scores the bare environment's outcome reward, not shaping or curricula."""
+    train_tasks: str | None = None
+    """Training task file (JSONL, JSON, CSV or Parquet; see ``mtrl_gym.datasets``). None: the
+    env's generated split when it has one (Wordle: ``wordle_split``), else the env draws a
+    task from each reset seed."""
+    val_tasks: str | None = None
+    """Validation task file; None: the generated split's validation part (or seeds)."""
+    train_size: int = 640
+    """Training tasks of the generated split (when ``train_tasks`` is None)."""
+    val_size: int = 128
+    """Validation tasks of the generated split (when ``val_tasks`` is None)."""
+    split_seed: int = 42
+    """Seed of the generated split."""
+    max_turns: int | None = None
+    """Most assistant turns per episode; None lets the environment end the episode."""
+    max_episode_tokens: int = 4096
+    """Token budget of one episode's context (prompt, all turns, env replies). It is also the
+    constant ``token_sum_norm`` divides by."""
+    reply_mode: str = "auto"
+    """How env replies become chat messages: ``auto``, ``tool`` or ``user``."""
+    env_workers: int = 0
+    """Threads for env ``reset``/``step`` (0: the calling thread); for envs that wait on I/O."""
+    episode_time_budget_s: float | None = None
+    """Wall-clock seconds one episode may take; over it the episode fails (minimum reward)."""
+
+    # ------------------------------------------------------------------ model
+    model: str = "smollm2-135m"
+    """Embedded model name (``smollm2-135m``), Hugging Face id or local folder."""
+    model_dtype: str | None = None
+    """Dtype the weights are loaded in (``float32``, ``bfloat16``, ``float16``); None keeps
+    the checkpoint's."""
+    autocast_dtype: str | None = None
+    """Dtype of ``torch.autocast`` around the training forward and backward (``bfloat16``
+    halves the training pass on CPU); None trains in the weights' dtype. Log-probs are
+    always computed in float32 from the logits."""
+    device: str | None = None
+    """``cpu``, ``cuda``, ``cuda:1``...; None picks CUDA when available."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, about a third more time."""
+
+    # ------------------------------------------------------------------ LoRA / full fine-tuning
+    full_finetune: bool = False
+    """Train every weight instead of a LoRA adapter."""
+    lora_rank: int = 32
+    """LoRA rank r: the adapter of a ``d_out x d_in`` weight has ``r * (d_in + d_out)`` parameters."""
+    lora_alpha: float = 64.0
+    """LoRA scale numerator: the update is ``(alpha / r) * B @ A``."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA input. Keep 0 for RL: dropout makes the trainer's log-probs
+    differ from the sampler's."""
+    lora_target_modules: list[str] | str = "all-linear"
+    """Modules that get adapters: ``all-linear`` or names such as ``[q_proj, v_proj]``."""
+
+    # ------------------------------------------------------------------ batch and schedule
+    global_batch_size: int = 128
+    """Tasks per step (each played ``group_size`` times)."""
+    group_size: int = 8
+    """Rollouts per task; advantages compare the rollouts of a group."""
+    max_steps: int | None = 100
+    """Training steps (one step: sample a batch, update). None: run ``max_epochs``."""
+    max_epochs: float | None = None
+    """Passes over the training tasks; the run stops at whichever limit comes first."""
+    updates_per_step: int = 1
+    """Optimiser steps per batch (the batch is split into this many mini-batches). 1 is
+    on-policy: the ratio is exactly 1 and no forward pass is spent on old log-probs."""
+    micro_batch_tokens: int = 8192
+    """Token budget of one forward/backward (gradients accumulate over micro-batches);
+    bounds memory. A longer sequence gets a micro-batch of its own."""
+    packing: str = "auto"
+    """Micro-batch layout: ``padding_free`` (sequences concatenated in one row, block-diagonal
+    attention), ``sorted`` (length-sorted, padded rows) or ``auto`` (padding-free with
+    flash-attention, sorted otherwise)."""
+
+    # ------------------------------------------------------------------ optimiser
+    learning_rate: float = 4e-5
+    """Peak learning rate of AdamW."""
+    lr_schedule: str = "constant"
+    """``constant``, ``cosine`` (to ``min_lr_ratio * learning_rate``) or ``linear`` decay."""
+    warmup_steps: int = 0
+    """Optimiser steps of linear warm-up from 0."""
+    min_lr_ratio: float = 0.0
+    """Final learning rate of the cosine and linear schedules, as a fraction of the peak."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW ``(beta1, beta2)``."""
+    adam_eps: float = 1e-8
+    """AdamW epsilon (added to the denominator's square root)."""
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this; None disables clipping (the norm is logged)."""
+
+    # ------------------------------------------------------------------ sampling
+    sampler: str = "hf"
+    """``hf`` (transformers, shares the trainer's weights), ``vllm`` (GPU, weights synced
+    after each step) or ``openai`` (any OpenAI-compatible completions endpoint)."""
+    sampler_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra arguments of the sampler class (``base_url`` for openai, ``gpu_memory_utilization``
+    for vllm, ``max_batch_size`` for hf...)."""
+    temperature: float = 1.0
+    """Sampling temperature; training log-probs use the same ``log_softmax(logits / T)``."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold."""
+    top_k: int = 0
+    """Top-k filter (0: off)."""
+    max_new_tokens: int = 256
+    """Most tokens sampled per assistant turn."""
+
+    # ------------------------------------------------------------------ objective
+    loss: str = "ppo"
+    """Policy loss: ``ppo``, ``cispo``, ``importance_sampling`` or ``gspo``
+    (``mtrl_gym.trainers.grpo.losses``)."""
+    loss_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Options of the loss, e.g. ``{"ratio_high": 1.28}`` or ``{"dual_clip": 3.0}``."""
+    aggregation: str = "token_mean"
+    """How token losses are reduced: ``token_mean``, ``seq_mean_token_mean`` or
+    ``token_sum_norm``."""
+    advantage: str = "group_based"
+    """Advantage estimator: ``group_based``, ``group_based_per_turn``, ``rloo`` or
+    ``grpo_passk`` (``mtrl_gym.trainers.grpo.advantages``)."""
+    advantage_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Options of the estimator, e.g. ``{"normalize_std": false}`` or ``{"k": 4}``."""
+    kl_coef: float = 0.0
+    """Weight of a k3 KL penalty to the base model (adapter disabled); 0 skips the extra
+    forward pass."""
+    old_logprobs: str = "auto"
+    """Old-policy log-probs for mini-batches after the first: ``recompute`` (a no-grad
+    forward before updating), ``sampler`` (the sampling log-probs: right when the sampler
+    shares the trainer's weights and numerics) or ``auto`` (``sampler`` for ``hf`` without
+    autocast or dropout, else ``recompute``). Unused when ``updates_per_step == 1``."""
+    tis_cap: float | None = 2.0
+    """Truncated importance sampling: weight tokens by ``min(pi_old / pi_sampler, tis_cap)``
+    to correct for sampler/trainer mismatch (vLLM kernels, bf16). None disables it."""
+    drop_zero_variance_groups: bool = True
+    """Skip groups whose rewards are all equal (zero advantage) in the update: saves compute.
+    They are counted and logged either way."""
+    train_on_failed: bool = True
+    """Train on the sampled tokens of failed rollouts (they get the minimum reward). False
+    keeps them in the advantage baseline but gives them no loss."""
+
+    # ------------------------------------------------------------------ validation
+    val_every: int = 10
+    """Validate every N steps (and before the first and after the last); 0 disables."""
+    val_max_tasks: int | None = None
+    """Validate on at most this many validation tasks (the first ones)."""
+    val_group_size: int = 1
+    """Rollouts per validation task (pass@k uses them)."""
+    val_temperature: float = 0.0
+    """Sampling temperature of validation; 0 is greedy."""
+
+    # ------------------------------------------------------------------ tracking and checkpoints
+    tracker: str = "mlflow"
+    """``mlflow`` (local store by default, no server) or ``none``. metrics.jsonl is always written."""
+    tracking_uri: str | None = None
+    """MLflow tracking URI; None: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in
+    the working directory (artifacts under ``./mlruns``)."""
+    experiment: str = "mtrl-gym"
+    """MLflow experiment name."""
+    log_trajectories: int = 4
+    """Trajectories per step saved (run folder and tracker artifacts); 0 saves none."""
+    progress: bool = True
+    """Show progress bars in the terminal."""
+    save_every: int = 50
+    """Checkpoint every N steps (and after the last step, and on Ctrl-C); 0: only those."""
+    keep_checkpoints: int = 2
+    """Most recent checkpoints kept (older ones are deleted); 0 keeps all."""
+
+    # ------------------------------------------------------------------ validation of values
+
+    def __post_init__(self) -> None:
+        _coerce_fields(self)
+        self._check_run()
+        self._check_model()
+        self._check_batch()
+        self._check_optimiser()
+        self._check_objective()
+        self._check_logging()
+
+    def _check_run(self) -> None:
+        _at_least(self, "max_episode_tokens", 2)
+        _at_least(self, "train_size", 1)
+        _at_least(self, "val_size", 0)
+        _at_least(self, "env_workers", 0)
+        _optional_at_least(self, "max_turns", 1)
+        _positive_or_none(self, "episode_time_budget_s")
+        _one_of(self, "reply_mode", ("auto", "tool", "user"))
+        if not isinstance(self.env, str) or not self.env:
+            raise ConfigError(f"`env` must be an environment id such as 'mtrl/Wordle-v0', got {self.env!r}")
+        for name in ("env_wrappers", "val_env_wrappers"):
+            setattr(self, name, [_wrapper_spec(name, i, w) for i, w in enumerate(getattr(self, name))])
+
+    def _check_model(self) -> None:
+        if self.model_dtype is not None:
+            _one_of(self, "model_dtype", _DTYPES)
+        if self.autocast_dtype is not None:
+            _one_of(self, "autocast_dtype", _DTYPES)
+        _at_least(self, "lora_rank", 1)
+        if not self.lora_alpha > 0:
+            raise ConfigError(f"`lora_alpha` must be > 0, got {self.lora_alpha!r}")
+        if not 0.0 <= self.lora_dropout < 1.0:
+            raise ConfigError(f"`lora_dropout` must be in [0, 1), got {self.lora_dropout!r}")
+        targets = self.lora_target_modules
+        if isinstance(targets, str):
+            ok = bool(targets)
+        else:
+            ok = bool(targets) and all(isinstance(t, str) and t for t in targets)
+            self.lora_target_modules = list(targets)
+        if not ok:
+            raise ConfigError("`lora_target_modules` must be 'all-linear' or a non-empty list of module "
+                              f"names such as ['q_proj', 'v_proj'], got {targets!r}")
+
+    def _check_batch(self) -> None:
+        _at_least(self, "global_batch_size", 1)
+        _at_least(self, "group_size", 1)
+        _at_least(self, "updates_per_step", 1)
+        _at_least(self, "micro_batch_tokens", 16)
+        _optional_at_least(self, "max_steps", 1)
+        if self.max_epochs is not None and not (self.max_epochs > 0 and math.isfinite(self.max_epochs)):
+            raise ConfigError(f"`max_epochs` must be a number > 0 or None, got {self.max_epochs!r}")
+        if self.max_steps is None and self.max_epochs is None:
+            raise ConfigError("set `max_steps` or `max_epochs` (both are None, so the run would never end)")
+        if self.updates_per_step > self.rollouts_per_step:
+            raise ConfigError(f"`updates_per_step` ({self.updates_per_step}) must be <= the rollouts per step "
+                              f"(global_batch_size * group_size = {self.rollouts_per_step}): each "
+                              "mini-batch needs at least one rollout")
+        _one_of(self, "packing", PACKING_MODES)
+
+    def _check_optimiser(self) -> None:
+        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
+            raise ConfigError(f"`learning_rate` must be a finite number > 0, got {self.learning_rate!r}")
+        _one_of(self, "lr_schedule", LR_SCHEDULES)
+        _at_least(self, "warmup_steps", 0)
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ConfigError(f"`min_lr_ratio` must be in [0, 1], got {self.min_lr_ratio!r}")
+        if not self.weight_decay >= 0:
+            raise ConfigError(f"`weight_decay` must be >= 0, got {self.weight_decay!r}")
+        betas = list(self.adam_betas)
+        if len(betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in betas):
+            raise ConfigError(f"`adam_betas` must be two numbers in [0, 1), e.g. [0.9, 0.999], got {self.adam_betas!r}")
+        self.adam_betas = [float(b) for b in betas]
+        if not self.adam_eps > 0:
+            raise ConfigError(f"`adam_eps` must be > 0, got {self.adam_eps!r}")
+        _positive_or_none(self, "max_grad_norm")
+
+    def _check_objective(self) -> None:
+        _one_of(self, "sampler", SAMPLERS)
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ConfigError(f"`temperature` must be a finite number >= 0, got {self.temperature!r}")
+        if not (self.val_temperature >= 0 and math.isfinite(self.val_temperature)):
+            raise ConfigError(f"`val_temperature` must be a finite number >= 0, got {self.val_temperature!r}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"`top_p` must be in (0, 1], got {self.top_p!r}")
+        _at_least(self, "top_k", 0)
+        _at_least(self, "max_new_tokens", 1)
+        if not (self.kl_coef >= 0 and math.isfinite(self.kl_coef)):
+            raise ConfigError(f"`kl_coef` must be a finite number >= 0, got {self.kl_coef!r}")
+        if self.tis_cap is not None and not self.tis_cap >= 1.0:
+            raise ConfigError(f"`tis_cap` must be >= 1 or None (off), got {self.tis_cap!r}")
+        _one_of(self, "old_logprobs", OLD_LOGPROB_MODES)
+        _check_maths_names(self)
+
+    def _check_logging(self) -> None:
+        _one_of(self, "tracker", TRACKERS)
+        for name in ("val_every", "log_trajectories", "save_every", "keep_checkpoints"):
+            _at_least(self, name, 0)
+        _optional_at_least(self, "val_max_tasks", 1)
+        _at_least(self, "val_group_size", 1)
+
+    # ------------------------------------------------------------------ derived values
+
+    @property
+    def rollouts_per_step(self) -> int:
+        """Episodes sampled per step: ``global_batch_size * group_size``."""
+        return self.global_batch_size * self.group_size
+
+    @property
+    def resolved_run_name(self) -> str:
+        """``run_name``, or the output folder's name."""
+        return self.run_name or Path(self.output_dir).name or "grpo"
+
+    # ------------------------------------------------------------------ loading and saving
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON/YAML-safe values of every field."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> GRPOConfig:
+        """A config from a mapping; unknown keys raise ConfigError with close matches.
+
+        Strings are converted to the field's type (``"1e-4"`` for a float field), so values
+        from the command line or a sloppy YAML file work.
+        """
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in values if k not in names]
+        if unknown:
+            raise ConfigError(_unknown_keys_message(unknown, names))
+        return cls(**dict(values))
+
+    @classmethod
+    def load(cls, *sources: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = ()) -> GRPOConfig:
+        """Merge presets (by name), YAML/TOML files and mappings in order, then ``key=value`` overrides."""
+        merged: dict[str, Any] = {}
+        for source in sources:
+            if isinstance(source, Mapping):
+                merged.update(source)
+            elif str(source) in preset_names():
+                merged.update(read_config_file(preset_path(str(source))))
+            else:
+                merged.update(read_config_file(source))
+        for item in overrides:
+            key, value = parse_override(item)
+            merged[key] = value
+        return cls.from_dict(merged)
+
+    def replace(self, **changes: Any) -> GRPOConfig:
+        """A copy with ``changes`` applied (validated again)."""
+        return GRPOConfig.from_dict({**self.to_dict(), **changes})
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the config as YAML (``.yaml``/``.yml``) or JSON (any other suffix)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = self.to_dict()
+        if path.suffix.lower() in (".yaml", ".yml"):
+            yaml = _yaml()
+            text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        else:
+            text = json.dumps(data, indent=2)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+
+# ---------------------------------------------------------------------- field checks
+
+def _at_least(cfg: GRPOConfig, name: str, low: int) -> None:
+    value = getattr(cfg, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"`{name}` must be an integer >= {low}, got {value!r}")
+
+
+def _optional_at_least(cfg: GRPOConfig, name: str, low: int) -> None:
+    if getattr(cfg, name) is not None:
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"`{name}` must be an integer >= {low} or None, got {value!r}")
+
+
+def _positive_or_none(cfg: GRPOConfig, name: str) -> None:
+    value = getattr(cfg, name)
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"`{name}` must be a number > 0 or None, got {value!r}")
+
+
+def _one_of(cfg: GRPOConfig, name: str, choices: Sequence[str]) -> None:
+    value = getattr(cfg, name)
+    if value not in choices:
+        close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"`{name}` must be one of {', '.join(map(repr, choices))}, got {value!r}.{hint}")
+
+
+def _wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        raise ConfigError(f"`{field_name}[{index}]` must be a wrapper name or {{'name': ..., 'kwargs': {{...}}}}, "
+                          f"got {spec!r}")
+    extra = sorted(set(spec) - {"name", "kwargs"})
+    if extra:
+        raise ConfigError(f"`{field_name}[{index}]` has unknown key(s) {extra}; a wrapper entry has only "
+                          "'name' and 'kwargs'")
+    kwargs = spec.get("kwargs") or {}
+    if not isinstance(kwargs, Mapping):
+        raise ConfigError(f"`{field_name}[{index}].kwargs` must be a mapping, got {kwargs!r}")
+    return {"name": spec["name"], "kwargs": dict(kwargs)}
+
+
+def _check_maths_names(cfg: GRPOConfig) -> None:
+    """Check loss, aggregation, estimator names and their options against the maths modules."""
+    from mtrl_gym.trainers.grpo import advantages, losses
+
+    losses.get_aggregation(cfg.aggregation)
+    reserved = ("aggregation", "max_tokens", "denominator", "ref_logp", "kl_coef", "is_weights")
+    bad = sorted(set(cfg.loss_kwargs) & set(reserved))
+    if bad:
+        raise ConfigError(f"`loss_kwargs` may not set {bad}: use the config fields "
+                          "`aggregation`, `kl_coef` and `tis_cap` instead")
+    advantages._check_options(losses.get_loss(cfg.loss), cfg.loss_kwargs, f"loss {cfg.loss!r}", reserved=reserved)
+    estimator = advantages.get_advantage_estimator(cfg.advantage)
+    advantages._check_options(estimator, cfg.advantage_kwargs, f"advantage estimator {cfg.advantage!r}",
+                              reserved=("turn_mask",))
+
+
+def _unknown_keys_message(unknown: Sequence[str], names: Sequence[str]) -> str:
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key).replace("-", "_"), names, n=2, cutoff=0.6)
+        parts.append(f"{key!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
+    return (f"unknown config key(s): {', '.join(parts)}. `mtrl-gym train --help` lists every field.")
+
+
+# ---------------------------------------------------------------------- type coercion
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(GRPOConfig)
+
+
+def _coerce_fields(cfg: GRPOConfig) -> None:
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        setattr(cfg, f.name, _coerce(f.name, value, _field_types()[f.name]))
+
+
+def _coerce(name: str, value: Any, tp: Any) -> Any:
+    """Convert ``value`` (often a string from the command line) to the annotated type ``tp``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        if type(None) in args and (value is None or (isinstance(value, str)
+                                                     and value.strip().lower() in ("none", "null", "~"))):
+            return None
+        if isinstance(value, str) and str in options and not _looks_structured(value):
+            return value
+        errors = []
+        for option in options:
+            try:
+                return _coerce(name, value, option)
+            except ConfigError as e:
+                errors.append(str(e).split(", got")[0].removeprefix(f"`{name}` must be "))
+        allowed = " or ".join(errors + (["None"] if type(None) in args else []))
+        raise ConfigError(f"`{name}` must be {allowed}, got {value!r}")
+    if tp is bool:
+        return _to_bool(name, value)
+    if tp is int:
+        return _to_int(name, value)
+    if tp is float:
+        return _to_float(name, value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"`{name}` must be a string, got {value!r}")
+        return value
+    if origin in (list, dict):
+        if isinstance(value, str):
+            value = _parse_structured(name, value)
+        if isinstance(value, tuple) and origin is list:
+            value = list(value)
+        if not isinstance(value, origin):
+            raise ConfigError(f"`{name}` must be a {origin.__name__}, got {value!r}")
+        return value
+    return value
+
+
+def _looks_structured(text: str) -> bool:
+    return text.lstrip()[:1] in ("[", "{")
+
+
+def _parse_structured(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return _yaml().safe_load(text)
+    except Exception as e:  # noqa: BLE001 - any parse failure is the user's value
+        raise ConfigError(f"`{name}`: cannot parse {text!r} as JSON or YAML ({e})") from None
+
+
+def _to_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"):
+        return False
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ConfigError(f"`{name}` must be true or false, got {value!r}")
+
+
+def _to_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"`{name}` must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip().replace("_", ""))
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if number.is_integer():
+                return int(number)
+    raise ConfigError(f"`{name}` must be an integer, got {value!r}")
+
+
+def _to_float(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"`{name}` must be a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"`{name}` must be a number, got {value!r}")
+
+
+# ---------------------------------------------------------------------- files, presets, overrides
+
+def _yaml():
+    try:
+        import yaml
+    except ImportError:
+        from mtrl_gym.error import DependencyNotInstalled
+
+        raise DependencyNotInstalled("pyyaml", extra="train") from None
+    return yaml
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML (``.yaml``/``.yml``), TOML (``.toml``) or JSON file into a dict.
+
+    A TOML file may put the fields at the top level or under a ``[grpo]`` table.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        names = ", ".join(preset_names())
+        raise ConfigError(f"cannot read config {str(path)!r} ({e.strerror}); give a YAML/TOML file "
+                          f"or a preset name ({names})") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+            data = data.get("grpo", data)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = _yaml().safe_load(text)
+    except Exception as e:  # noqa: BLE001 - yaml, toml and json errors differ
+        raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'YAML'} ({e})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must hold a mapping of field: value, got {type(data).__name__}")
+    return data
+
+
+def preset_names() -> list[str]:
+    """Names of the bundled presets (``presets/*.yaml``)."""
+    return sorted(p.stem for p in _PRESET_DIR.glob("*.yaml"))
+
+
+def preset_path(name: str) -> Path:
+    """The file of preset ``name``."""
+    path = _PRESET_DIR / f"{name}.yaml"
+    if not path.is_file():
+        close = difflib.get_close_matches(name, preset_names(), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown preset {name!r}.{hint} Presets: {', '.join(preset_names())}")
+    return path
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``"key=value"`` -> ``(key, value)``; dashes in the key become underscores.
+
+    The value stays a string unless it is JSON/YAML structure (``[...]`` or ``{...}``);
+    :class:`GRPOConfig` converts strings to the field's type.
+    """
+    if "=" not in item:
+        raise ConfigError(f"an override must look like key=value, got {item!r}")
+    key, value = item.split("=", 1)
+    key = key.strip().lstrip("-").replace("-", "_")
+    if not key:
+        raise ConfigError(f"an override must look like key=value, got {item!r}")
+    return key, value
+
+
+@functools.cache
+def field_docs() -> dict[str, str]:
+    """Each field's docstring (the string literal under it), whitespace-normalised."""
+    source = textwrap.dedent(inspect.getsource(GRPOConfig))
+    body = ast.parse(source).body[0].body
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
+                and isinstance(nxt.value.value, str):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs

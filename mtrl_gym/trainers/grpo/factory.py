@@ -1,0 +1,112 @@
+"""Building a run's parts from its config: model, sampler, env wrappers, rollout engines.
+
+Each function takes plain values (or a :class:`~mtrl_gym.trainers.grpo.config.GRPOConfig`)
+and returns one object, so a single-file training script can assemble its own loop from
+the same parts the :class:`~mtrl_gym.trainers.grpo.trainer.GRPOTrainer` uses.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium
+
+from mtrl_gym.error import ConfigError
+
+__all__ = ["load_model", "make_sampler", "resolve_wrapper", "build_wrappers", "rollout_config",
+           "make_rollout_engine"]
+
+
+def load_model(config: Any) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` for ``config.model`` (embedded name, hub id or folder)."""
+    from mtrl_gym import models
+
+    return models.load(config.model, dtype=config.model_dtype, device=config.device)
+
+
+def make_sampler(name: str, policy: Any, tokenizer: Any, *, model_name: str | None = None,
+                 kwargs: Mapping[str, Any] | None = None, seed: int = 0) -> Any:
+    """The sampler called ``name`` (``hf``, ``vllm`` or ``openai``).
+
+    ``hf`` samples with the trainer's own ``policy`` object (no weight copies); ``vllm``
+    starts an in-process engine on ``model_name`` and receives the policy after each step;
+    ``openai`` talks to ``kwargs["base_url"]``.
+    """
+    kwargs = dict(kwargs or {})
+    if name == "hf":
+        from mtrl_gym.trainers.samplers.hf import HFSampler
+
+        kwargs.setdefault("seed", seed)
+        return HFSampler(policy, tokenizer, **kwargs)
+    if name == "vllm":
+        from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+
+        kwargs.setdefault("seed", seed)
+        return VLLMSampler(model_name, VLLMConfig(**kwargs))
+    if name == "openai":
+        from mtrl_gym.trainers.samplers.openai import OpenAISampler
+
+        if "base_url" not in kwargs:
+            raise ConfigError("sampler 'openai' needs `sampler_kwargs.base_url`, e.g. "
+                              "--sampler-kwargs '{\"base_url\": \"http://127.0.0.1:8000\"}'")
+        return OpenAISampler(kwargs.pop("base_url"), **kwargs)
+    raise ConfigError(f"unknown sampler {name!r}; use 'hf', 'vllm' or 'openai'")
+
+
+def resolve_wrapper(name: str) -> type:
+    """A wrapper class by name: ``mtrl_gym.wrappers.<name>``, ``gymnasium.wrappers.<name>``,
+    or ``"package.module:Class"``."""
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"cannot import wrapper {name!r}: {e}") from None
+    from mtrl_gym import wrappers
+
+    for namespace in (wrappers, gymnasium.wrappers):
+        found = getattr(namespace, name, None)
+        if isinstance(found, type):
+            return found
+    known = list(getattr(wrappers, "__all__", []))
+    close = difflib.get_close_matches(name, known, n=2, cutoff=0.5)
+    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(f"unknown env wrapper {name!r}.{hint} mtrl_gym.wrappers has: {', '.join(known)}; "
+                      "gymnasium.wrappers names work too, and 'package.module:Class' imports any class")
+
+
+def build_wrappers(specs: Sequence[Mapping[str, Any]]) -> list[Callable[[gymnasium.Env], gymnasium.Env]]:
+    """``[{"name": ..., "kwargs": {...}}]`` -> callables ``env -> wrapped env``, in order."""
+    return [functools.partial(resolve_wrapper(s["name"]), **dict(s.get("kwargs") or {})) for s in specs]
+
+
+def rollout_config(config: Any, *, validation: bool = False) -> Any:
+    """The :class:`~mtrl_gym.trainers.rollout.RolloutConfig` of training (or validation) rollouts."""
+    from mtrl_gym.trainers.rollout import RolloutConfig
+    from mtrl_gym.trainers.samplers.base import SamplingParams
+
+    sampling = SamplingParams(temperature=config.val_temperature if validation else config.temperature,
+                              top_p=1.0 if validation else config.top_p, top_k=0 if validation else config.top_k,
+                              max_new_tokens=config.max_new_tokens)
+    return RolloutConfig(group_size=config.val_group_size if validation else config.group_size,
+                         sampling=sampling, max_turns=config.max_turns,
+                         max_episode_tokens=config.max_episode_tokens,
+                         time_budget_s=config.episode_time_budget_s, seed=config.seed, reply_mode=config.reply_mode,
+                         env_kwargs=dict(config.env_kwargs), env_workers=config.env_workers)
+
+
+def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation: bool = False,
+                        env: str | Callable[[], gymnasium.Env] | None = None) -> Any:
+    """A :class:`~mtrl_gym.trainers.rollout.RolloutEngine` with the config's env and wrappers.
+
+    ``env`` (an id or a factory returning a new env) replaces ``config.env``.
+    """
+    from mtrl_gym.trainers.rollout import RolloutEngine
+
+    specs = config.val_env_wrappers if validation else config.env_wrappers
+    return RolloutEngine(env if env is not None else config.env, sampler, tokenizer,
+                         rollout_config(config, validation=validation), wrappers=build_wrappers(specs))

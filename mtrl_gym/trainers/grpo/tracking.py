@@ -1,0 +1,238 @@
+"""What a run records: metrics, trajectories, the config, progress bars and a final summary.
+
+Every run writes to its output folder, whatever the tracker:
+
+* ``metrics.jsonl``: one JSON object per step (and per validation) with every metric;
+* ``trajectories/step_000042.jsonl``: a sample of each step's trajectories
+  (:func:`mtrl_gym.trainers.trajectory.save_jsonl` format), and ``val_*.jsonl`` for validation;
+* ``summary.json``: totals at the end (tokens by phase, seconds by phase, final metrics).
+
+:class:`MLflowTracker` mirrors the same into MLflow: the config as params, metrics per step,
+trajectory samples and the summary as artifacts. MLflow is imported only when used. With no
+tracking URI configured it uses a local SQLite store in the working directory
+(``sqlite:///mlflow.db``, artifacts under ``./mlruns``), which needs no server and no
+network; mlflow's telemetry is switched off unless the user set ``MLFLOW_DISABLE_TELEMETRY``.
+View runs with ``mlflow ui --backend-store-uri sqlite:///mlflow.db``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mtrl_gym.error import DependencyNotInstalled
+from mtrl_gym.trainers.trajectory import Trajectory, json_safe, save_jsonl
+
+__all__ = ["Tracker", "NullTracker", "MLflowTracker", "RunRecorder", "make_tracker", "StepProgress",
+           "format_summary", "default_tracking_uri"]
+
+
+class Tracker:
+    """Where metrics go besides the run folder. The base class records nothing."""
+
+    run_id: str | None = None
+
+    def start(self, params: Mapping[str, Any], run_id: str | None = None) -> None:
+        """Open (or, with ``run_id``, re-open) the run and record ``params``."""
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Record numeric metrics at ``step``."""
+
+    def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        """Attach a file to the run."""
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """Close the run (``FINISHED``, ``KILLED`` or ``FAILED``)."""
+
+
+NullTracker = Tracker
+
+
+def default_tracking_uri() -> str:
+    """``$MLFLOW_TRACKING_URI``, else a SQLite store ``mlflow.db`` in the working directory."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+class MLflowTracker(Tracker):
+    """Logs to MLflow (any tracking URI; a local SQLite store by default)."""
+
+    def __init__(self, tracking_uri: str | None = None, experiment: str = "mtrl-gym", run_name: str | None = None):
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        try:
+            import mlflow
+        except ImportError:
+            raise DependencyNotInstalled("mlflow", extra="train") from None
+        import logging
+
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        self._mlflow = mlflow
+        self.tracking_uri = tracking_uri or default_tracking_uri()
+        self.experiment = experiment
+        self.run_name = run_name
+        self._client = None
+        self.run_id = None
+
+    def start(self, params: Mapping[str, Any], run_id: str | None = None) -> None:
+        mlflow = self._mlflow
+        self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+        if run_id is not None:
+            self.run_id = run_id
+            self._client.update_run(run_id, status="RUNNING")
+            return
+        found = self._client.get_experiment_by_name(self.experiment)
+        experiment_id = found.experiment_id if found else self._client.create_experiment(self.experiment)
+        run = self._client.create_run(experiment_id, run_name=self.run_name)
+        self.run_id = run.info.run_id
+        flat = _flatten(params)
+        items = [mlflow.entities.Param(k, str(v)[:6000]) for k, v in flat.items()]
+        for i in range(0, len(items), 100):
+            self._client.log_batch(self.run_id, params=items[i:i + 100])
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        if self.run_id is None:
+            return
+        now = int(time.time() * 1000)
+        items = [self._mlflow.entities.Metric(_metric_key(k), float(v), now, step)
+                 for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)]
+        for i in range(0, len(items), 500):
+            self._client.log_batch(self.run_id, metrics=items[i:i + 500])
+
+    def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        if self.run_id is not None:
+            self._client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        if self.run_id is not None and self._client is not None:
+            self._client.set_terminated(self.run_id, status=status)
+
+
+def _metric_key(key: str) -> str:
+    """MLflow keys allow letters, digits, ``_-./`` and spaces."""
+    return "".join(ch if ch.isalnum() or ch in "_-./ " else "_" for ch in key)
+
+
+def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, Mapping) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
+    return out
+
+
+def make_tracker(name: str, *, tracking_uri: str | None = None, experiment: str = "mtrl-gym",
+                 run_name: str | None = None) -> Tracker:
+    """``"mlflow"`` -> :class:`MLflowTracker`; ``"none"`` -> a tracker that records nothing."""
+    if name == "mlflow":
+        return MLflowTracker(tracking_uri, experiment, run_name)
+    return NullTracker()
+
+
+class RunRecorder:
+    """Writes the run folder's files and forwards everything to a :class:`Tracker`."""
+
+    def __init__(self, run_dir: str | os.PathLike, tracker: Tracker | None = None):
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.tracker = tracker or NullTracker()
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+
+    def log(self, metrics: Mapping[str, float], step: int, kind: str = "train") -> None:
+        """Append one record to metrics.jsonl and send the metrics to the tracker."""
+        record = {"step": step, "kind": kind, **json_safe(dict(metrics))}
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        self.tracker.log_metrics(metrics, step)
+
+    def trajectories(self, trajectories: Sequence[Trajectory], name: str) -> Path | None:
+        """Save trajectories as ``trajectories/<name>.jsonl`` and attach them to the run."""
+        if not trajectories:
+            return None
+        path = save_jsonl(trajectories, self.run_dir / "trajectories" / f"{name}.jsonl")
+        self.tracker.log_artifact(path, "trajectories")
+        return path
+
+    def summary(self, summary: Mapping[str, Any]) -> Path:
+        """Write summary.json and attach it."""
+        path = self.run_dir / "summary.json"
+        path.write_text(json.dumps(json_safe(dict(summary)), indent=2) + "\n", encoding="utf-8")
+        self.tracker.log_artifact(path)
+        return path
+
+    def truncate_after(self, step: int) -> None:
+        """Drop metrics.jsonl records beyond ``step`` (a resumed run repeats them)."""
+        if not self.metrics_path.is_file():
+            return
+        keep = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    keep.append(line)
+            except json.JSONDecodeError:
+                continue
+        self.metrics_path.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+
+
+class StepProgress:
+    """A tqdm bar over training steps with the headline metrics; silent when disabled."""
+
+    def __init__(self, total: int | None, initial: int = 0, enabled: bool = True):
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                return
+            self.bar = tqdm(total=total, initial=initial, desc="grpo", unit="step", dynamic_ncols=True,
+                            file=sys.stderr)
+
+    def update(self, metrics: Mapping[str, float]) -> None:
+        if self.bar is None:
+            return
+        shown = {}
+        for key, label, fmt in (("rollout/reward_mean", "reward", "{:+.3f}"), ("rollout/success_rate", "solve", "{:.0%}"),
+                                ("train/loss", "loss", "{:+.4f}"), ("time/step_s", "s/step", "{:.1f}")):
+            if key in metrics:
+                shown[label] = fmt.format(metrics[key])
+        self.bar.set_postfix(shown, refresh=False)
+        self.bar.update(1)
+
+    def write(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """The end-of-run summary as aligned text (tokens are the billable-style totals)."""
+    tokens = summary.get("tokens", {})
+    seconds = summary.get("seconds", {})
+    lines = [f"run: {summary.get('run_dir', '')}",
+             f"steps: {summary.get('steps', 0)}   episodes: {summary.get('episodes', 0)}   "
+             f"optimizer steps: {summary.get('optimizer_steps', 0)}"]
+    lines.append("tokens:")
+    for key in ("prefill", "cached", "sampled", "trained", "train_forward", "val_prefill", "val_sampled"):
+        if key in tokens:
+            lines.append(f"  {key:<14}{int(tokens[key]):>14,}")
+    if seconds:
+        lines.append("seconds:")
+        for key, value in seconds.items():
+            lines.append(f"  {key:<14}{value:>14.1f}")
+    final = summary.get("final_val") or {}
+    for key in ("val/reward_mean", "val/success_rate", "val/pass_at_1"):
+        if key in final:
+            lines.append(f"{key}: {final[key]:.4f}")
+    return "\n".join(lines)

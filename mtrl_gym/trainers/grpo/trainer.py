@@ -1,0 +1,372 @@
+"""The GRPO training loop: sample groups of episodes, score them, update the policy, repeat.
+
+One step of :class:`GRPOTrainer` reads top to bottom in :meth:`GRPOTrainer.train_step`:
+
+1. **rollout**: ``global_batch_size`` tasks x ``group_size`` episodes through the sampler
+   (:class:`~mtrl_gym.trainers.rollout.RolloutEngine`); failed episodes come back with the
+   env's minimum reward and never stop the step;
+2. **advantages**: the configured estimator over each group
+   (:mod:`~mtrl_gym.trainers.grpo.credit`), zero-variance groups counted (and dropped);
+3. **update**: micro-batched forward/backward with the configured loss, gradient clipping,
+   AdamW step(s) (:mod:`~mtrl_gym.trainers.grpo.update`);
+4. **sync**: the sampler gets the new policy (HF: drop stale KV caches; vLLM: new weights);
+5. **logging**: metrics to ``metrics.jsonl`` and the tracker, a sample of trajectories.
+
+:meth:`GRPOTrainer.train` runs steps until ``max_steps``/``max_epochs``, validates every
+``val_every`` steps on held-out tasks, checkpoints every ``save_every`` steps, and on
+Ctrl-C checkpoints the last completed step (an interrupt during an update is held until
+the update is done). ``GRPOTrainer(config, resume=run_dir)`` continues a run exactly.
+
+>>> from mtrl_gym.trainers.grpo.config import GRPOConfig
+>>> cfg = GRPOConfig.load("cpu", overrides=["max_steps=2"])  # doctest: +SKIP
+>>> summary = GRPOTrainer(cfg).train()                        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mtrl_gym.error import ConfigError
+from mtrl_gym.trainers.grpo import checkpoint as ckpt
+from mtrl_gym.trainers.grpo.batching import resolve_packing
+from mtrl_gym.trainers.grpo.config import GRPOConfig
+from mtrl_gym.trainers.grpo.credit import trajectory_advantages, train_sequences
+from mtrl_gym.trainers.grpo.data import TaskStream, load_task_splits
+from mtrl_gym.trainers.grpo.factory import load_model, make_rollout_engine, make_sampler
+from mtrl_gym.trainers.grpo.metrics import PhaseTimer, RunTotals, rollout_metrics
+from mtrl_gym.trainers.grpo.policy import (LRSchedule, build_optimizer, prepare_policy, reference_logprobs_fn,
+                                           torch_dtype)
+from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, Tracker, format_summary, make_tracker
+from mtrl_gym.trainers.grpo.update import UpdateSettings, policy_update
+from mtrl_gym.trainers.trajectory import Trajectory
+
+__all__ = ["GRPOTrainer", "seed_everything", "FROM_CONFIG"]
+
+#: Default of ``train_tasks``/``val_tasks``: read them as the config says.
+FROM_CONFIG: Any = object()
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (CPU and CUDA)."""
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _seed_for(*parts: int) -> int:
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1)[0])
+
+
+class GRPOTrainer:
+    """Group-relative policy optimisation of an LLM agent on a multi-turn environment.
+
+    Args:
+        config: the run's :class:`GRPOConfig`.
+        model, tokenizer: a transformers causal LM and its tokenizer; default: loaded from
+            ``config.model``.
+        sampler: any :class:`~mtrl_gym.trainers.samplers.base.Sampler`; default: built from
+            ``config.sampler`` (the ``hf`` sampler shares ``model``).
+        train_tasks, val_tasks: task lists (dicts) or None (the env draws tasks from
+            seeds); default: as ``config`` says (task files or the env's generated split).
+        env: an env factory (a callable returning a new env) or id, instead of ``config.env``.
+        tracker: where metrics go besides the run folder; default from ``config.tracker``.
+        resume: a checkpoint folder or a run folder (its latest checkpoint) to continue from.
+
+    Attributes ``policy``, ``optimizer``, ``schedule``, ``sampler``, ``tasks`` (a
+    :class:`TaskStream`), ``step`` and ``totals`` are public, for scripts that drive the
+    parts themselves.
+    """
+
+    def __init__(self, config: GRPOConfig, *, model: Any = None, tokenizer: Any = None, sampler: Any = None,
+                 train_tasks: Any = FROM_CONFIG, val_tasks: Any = FROM_CONFIG, env: Any = None,
+                 tracker: Tracker | None = None, resume: str | Path | None = None):
+        self.config = config
+        self.run_dir = Path(config.output_dir)
+        seed_everything(config.seed)
+        if (model is None) != (tokenizer is None):
+            raise ConfigError("pass both `model` and `tokenizer`, or neither (then config.model is loaded)")
+        if model is None:
+            model, tokenizer = load_model(config)
+        self.tokenizer = tokenizer
+        self.policy = prepare_policy(model, full_finetune=config.full_finetune, lora_rank=config.lora_rank,
+                                     lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                                     lora_target_modules=config.lora_target_modules,
+                                     gradient_checkpointing=config.gradient_checkpointing, seed=config.seed)
+        self.device = next(self.policy.parameters()).device
+        self.optimizer = build_optimizer(self.policy, learning_rate=config.learning_rate,
+                                         weight_decay=config.weight_decay, betas=config.adam_betas,
+                                         eps=config.adam_eps)
+        self._load_tasks(train_tasks, val_tasks)
+        self.total_steps = self._total_steps()
+        self.schedule = LRSchedule(config.learning_rate, config.lr_schedule,
+                                   total_steps=self.total_steps * config.updates_per_step,
+                                   warmup_steps=config.warmup_steps, min_ratio=config.min_lr_ratio)
+        self.sampler = sampler if sampler is not None else make_sampler(
+            config.sampler, self.policy, tokenizer, model_name=config.model, kwargs=config.sampler_kwargs,
+            seed=config.seed)
+        self.train_engine = make_rollout_engine(config, self.sampler, tokenizer, env=env)
+        self.val_engine = make_rollout_engine(config, self.sampler, tokenizer, validation=True, env=env) \
+            if config.val_every and self.val_tasks != [] else None
+        self.settings = self._update_settings()
+        self._reference = reference_logprobs_fn(self.policy, config.full_finetune) if config.kl_coef > 0 else None
+        self.step = 0
+        self.totals = RunTotals()
+        self.last_val_step: int | None = None
+        self.last_saved_step: int | None = None
+        self._step_start: dict[str, Any] | None = None
+        self._in_update = False
+        self._tracker_run_id: str | None = None
+        if config.group_size == 1 and config.advantage != "grpo_passk":
+            warnings.warn("group_size=1: every group has a single rollout, so every advantage is 0 and only a "
+                          "KL term can move the policy; use group_size >= 2", stacklevel=2)
+        if resume is not None:
+            self._resume(resume)
+        self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
+            config.tracker, tracking_uri=config.tracking_uri, experiment=config.experiment,
+            run_name=config.resolved_run_name))
+
+    # ------------------------------------------------------------------ set-up helpers
+
+    def _load_tasks(self, train_tasks: Any, val_tasks: Any) -> None:
+        c = self.config
+        if train_tasks is FROM_CONFIG or val_tasks is FROM_CONFIG:
+            train, val = load_task_splits(c.env, c.train_tasks, c.val_tasks, train_size=c.train_size,
+                                          val_size=c.val_size, split_seed=c.split_seed)
+            train_tasks = train if train_tasks is FROM_CONFIG else train_tasks
+            val_tasks = val if val_tasks is FROM_CONFIG else val_tasks
+        self.tasks = TaskStream(train_tasks, c.global_batch_size, c.seed)
+        if val_tasks is None:  # the env draws validation tasks from fixed seeds
+            val_tasks = [None] * (c.val_max_tasks or c.val_size)
+        self.val_tasks = list(val_tasks)[:c.val_max_tasks] if c.val_max_tasks else list(val_tasks)
+
+    def _total_steps(self) -> int:
+        c = self.config
+        limits = [c.max_steps] if c.max_steps is not None else []
+        if c.max_epochs is not None:
+            if not len(self.tasks):
+                raise ConfigError("`max_epochs` needs a task list (the env draws tasks from seeds here); "
+                                  "set `max_steps` or give `train_tasks`")
+            limits.append(math.ceil(c.max_epochs * len(self.tasks) / c.global_batch_size))
+        return max(min(limits), 1)
+
+    def _update_settings(self) -> UpdateSettings:
+        c = self.config
+        old = c.old_logprobs
+        if old == "auto":
+            old = "sampler" if (c.sampler == "hf" and c.autocast_dtype is None and c.lora_dropout == 0) \
+                else "recompute"
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        return UpdateSettings.from_config(c, old_logprobs=old, packing=resolve_packing(c.packing, self.policy),
+                                          pad_token_id=int(pad), autocast_dtype=torch_dtype(c.autocast_dtype))
+
+    # ------------------------------------------------------------------ the loop
+
+    def train(self) -> dict[str, Any]:
+        """Run until the step limit; returns the run summary (also in ``summary.json``)."""
+        c = self.config
+        self._start_tracking()
+        progress = StepProgress(self.total_steps, self.step, c.progress)
+        status = "FAILED"
+        try:
+            if c.val_every and self.step == 0 and self.last_val_step is None:
+                self.validate()
+            while self.step < self.total_steps:
+                metrics = self.train_step()
+                progress.update(metrics)
+                if c.save_every and self.step % c.save_every == 0:
+                    self.save_checkpoint()
+                if c.val_every and self.step % c.val_every == 0:
+                    self.validate()
+            if c.val_every and self.last_val_step != self.step:
+                self.validate()
+            if self.last_saved_step != self.step:
+                self.save_checkpoint()
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            progress.write(self._save_after_interrupt())
+            raise
+        finally:
+            progress.close()
+            summary = self._finish(status)
+        return summary
+
+    def train_step(self) -> dict[str, float]:
+        """One GRPO step (rollout, advantages, update, sync, logging); returns its metrics."""
+        c = self.config
+        timer = PhaseTimer()
+        self._step_start = {"data": self.tasks.state_dict(), "rng": ckpt.capture_rng()}
+        with timer("step"):
+            tasks = self.tasks.next_batch()
+            with timer("rollout"):
+                trajectories = self.train_engine.collect(tasks, seed=_seed_for(c.seed, 1, self.step))
+            with timer("advantages"):
+                per_trajectory, adv = trajectory_advantages(trajectories, c.group_size, c.advantage,
+                                                            c.advantage_kwargs)
+                sequences = train_sequences(trajectories, per_trajectory, group_size=c.group_size,
+                                            drop_zero_variance_groups=c.drop_zero_variance_groups,
+                                            train_on_failed=c.train_on_failed)
+            with timer("update"), self._hold_interrupts():
+                update = policy_update(self.policy, self.optimizer, self.schedule, sequences, self.settings,
+                                       step=self.step, reference=self._reference, device=self.device)
+                self.step += 1
+                self._step_start = None
+                with timer("sync"):
+                    self.sampler.update_policy(self.policy, version=self.step)
+        metrics = self._step_metrics(trajectories, adv.metrics(), update, timer, len(sequences))
+        self.totals.add_step(metrics, timer.seconds)
+        self.recorder.log(metrics, self.step)
+        self.recorder.trajectories(_sample(trajectories, c.group_size, c.log_trajectories),
+                                   f"step_{self.step:06d}")
+        return metrics
+
+    def validate(self) -> dict[str, float]:
+        """Play the validation tasks with the current policy; logs and returns ``val/...`` metrics."""
+        if self.val_engine is None or not self.val_tasks:
+            return {}
+        timer = PhaseTimer()
+        with timer("validation"):
+            trajectories = self.val_engine.collect(self.val_tasks, seed=_seed_for(self.config.seed, 2))
+        metrics = rollout_metrics(trajectories, self.config.val_group_size, prefix="val/")
+        metrics["time/validation_s"] = timer.seconds["validation"]
+        self.totals.add_validation(metrics, timer.seconds["validation"])
+        self.recorder.log(metrics, self.step, kind="val")
+        self.recorder.trajectories(_sample(trajectories, self.config.val_group_size, self.config.log_trajectories),
+                                   f"val_step_{self.step:06d}")
+        self.last_val_step = self.step
+        self.last_val_metrics = metrics
+        return metrics
+
+    # ------------------------------------------------------------------ metrics
+
+    def _step_metrics(self, trajectories: Sequence[Trajectory], adv: Mapping[str, float],
+                      update: Mapping[str, float], timer: PhaseTimer, trained_sequences: int) -> dict[str, float]:
+        c = self.config
+        metrics = rollout_metrics(trajectories, c.group_size, prefix="rollout/")
+        metrics.update({f"train/{k}": v for k, v in adv.items()})
+        metrics["train/sequences"] = float(trained_sequences)
+        metrics.update({f"train/{k}": v for k, v in update.items()})
+        metrics.update(timer.metrics())
+        rollout_s, update_s = timer.seconds.get("rollout", 0.0), timer.seconds.get("update", 0.0)
+        metrics["throughput/sampled_tokens_per_s"] = metrics["rollout/tokens_sampled"] / rollout_s if rollout_s else 0.0
+        metrics["throughput/trained_tokens_per_s"] = update.get("trained_tokens", 0.0) / update_s if update_s else 0.0
+        metrics["data/epoch"] = self.tasks.epochs_done
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _state(self) -> dict[str, Any]:
+        return {"schedule": self.schedule.state_dict(), "data": self.tasks.state_dict(), "rng": ckpt.capture_rng(),
+                "totals": self.totals.state_dict(), "last_val_step": self.last_val_step,
+                "tracker_run_id": self.recorder.tracker.run_id}
+
+    def save_checkpoint(self) -> Path:
+        """Checkpoint the current (completed) step; returns the checkpoint folder."""
+        path = ckpt.save_checkpoint(self.run_dir, self.step, policy=self.policy, optimizer=self.optimizer,
+                                    state=self._state(), config=self.config, tokenizer=self.tokenizer,
+                                    keep=self.config.keep_checkpoints)
+        self.last_saved_step = self.step
+        return path
+
+    def _resume(self, source: str | Path) -> None:
+        state = ckpt.load_checkpoint(source, policy=self.policy, optimizer=self.optimizer)
+        self.step = int(state["step"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.tasks.load_state_dict(state["data"])
+        self.totals.load_state_dict(state.get("totals", {}))
+        self.last_val_step = state.get("last_val_step")
+        self.last_saved_step = self.step
+        self._tracker_run_id = state.get("tracker_run_id")
+        ckpt.restore_rng(state["rng"])
+        self.sampler.update_policy(self.policy, version=self.step)
+        self.resumed_from = state["path"]
+
+    def _save_after_interrupt(self) -> str:
+        if self._in_update:
+            return ("interrupted during an update: the step is half-applied, so nothing was saved; the last "
+                    f"checkpoint is {ckpt.latest_checkpoint(self.run_dir)}")
+        if self._step_start is not None:  # interrupted before the update: rewind the step's draws
+            self.tasks.load_state_dict(self._step_start["data"])
+            ckpt.restore_rng(self._step_start["rng"])
+            self._step_start = None
+        path = self.save_checkpoint()
+        return f"interrupted: checkpointed step {self.step} in {path}; continue with --resume {self.run_dir}"
+
+    @contextmanager
+    def _hold_interrupts(self) -> Iterator[None]:
+        """Hold a Ctrl-C until the update is done (a second one interrupts at once)."""
+        if threading.current_thread() is not threading.main_thread():
+            self._in_update = True
+            try:
+                yield
+            finally:
+                self._in_update = False
+            return
+        pending: list[int] = []
+
+        def handler(signum, frame):
+            if pending:
+                raise KeyboardInterrupt
+            pending.append(signum)
+
+        previous = signal.signal(signal.SIGINT, handler)
+        self._in_update = True
+        try:
+            yield
+            self._in_update = False
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if pending:
+            raise KeyboardInterrupt
+
+    # ------------------------------------------------------------------ tracking
+
+    def _start_tracking(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config.save(self.run_dir / "config.yaml")
+        if self.step:
+            self.recorder.truncate_after(self.step)
+        params = {**self.config.to_dict(), "total_steps": self.total_steps,
+                  "update.old_logprobs": self.settings.old_logprobs, "update.packing": self.settings.packing}
+        self.recorder.tracker.start(params, run_id=self._tracker_run_id)
+        self.recorder.tracker.log_artifact(self.run_dir / "config.yaml")
+
+    def _finish(self, status: str) -> dict[str, Any]:
+        summary = {"run_dir": str(self.run_dir), "status": status, "steps": self.step,
+                   "episodes": self.totals.episodes, "optimizer_steps": self.totals.optimizer_steps,
+                   "tokens": self.totals.tokens, "seconds": self.totals.seconds,
+                   "final_val": getattr(self, "last_val_metrics", {}),
+                   "tracker_run_id": self.recorder.tracker.run_id}
+        self.recorder.summary(summary)
+        self.recorder.tracker.finish(status)
+        if self.config.progress:
+            print(format_summary(summary))
+        return summary
+
+    def close(self) -> None:
+        """Release the sampler and the environments."""
+        self.train_engine.close()
+        if self.val_engine is not None:
+            self.val_engine.close()
+        self.sampler.close()
+
+
+def _sample(trajectories: Sequence[Trajectory], group_size: int, n: int) -> list[Trajectory]:
+    """Up to ``n`` trajectories, one per group first (so different tasks are shown)."""
+    if n <= 0:
+        return []
+    firsts = list(trajectories[::group_size])
+    rest = [t for i, t in enumerate(trajectories) if i % group_size]
+    return (firsts + rest)[:n]
