@@ -151,10 +151,13 @@ def plot_training_curves(curves, summary: Mapping[str, Any], path: str | Path) -
     top.set_ylabel(f"training reward\n({curves.reward_key or 'not logged'})", fontsize=9)
     top.grid(alpha=0.3)
     if success:
-        bottom.plot([s for s, _ in success], [v for _, v in success], color="tab:green",
-                    marker="." if len(success) < 50 else None, label=curves.success_key)
+        label = curves.success_key
+        if curves.success_key and curves.success_key.startswith("val/") and "val_temperature" in curves.settings:
+            label += f" (training's validation, T={curves.settings['val_temperature']:g})"
+        bottom.plot([s for s, _ in success], [v for _, v in success], color="black",
+                    marker="." if len(success) < 50 else None, label=label)
     for i, (name, s) in enumerate(summary["runs"].items()):
-        bottom.axhline(s["success_rate"]["value"], linestyle="--", linewidth=1, color=f"C{(i + 2) % 10}",
+        bottom.axhline(s["success_rate"]["value"], linestyle="--", linewidth=1, color=f"C{i % 10}",
                        label=f"eval {name}")
     bottom.set_ylabel("success rate", fontsize=9)
     bottom.set_xlabel("training step")
@@ -241,6 +244,16 @@ def _markdown(summary: Mapping[str, Any], records: Mapping[str, Sequence[Mapping
         lines.append("None: the training reward and the external success metric do not diverge.")
     else:
         lines.append("No training run given (`--training-run`): reward-hacking checks skipped.")
+    run = summary.get("training_run")
+    if run:
+        settings = run.get("settings") or {}
+        temps = ", ".join(f"{k} {v:g}" for k, v in settings.items())
+        last = run["success"][-1][1] if run.get("success") else None
+        lines += ["", "## Training run", "",
+                  f"`{run['source']}`: training reward `{run['reward_key']}`, external metric `{run['success_key']}`"
+                  + (f" (last value {_pct(last)})" if last is not None else "")
+                  + (f"; training settings: {temps}" if temps else "") + ". The rows above use their own "
+                  "serving settings: a validation curve at another temperature is not what users will see."]
     lines += ["", "## Plots", ""] + [f"![{name}]({file})" for name, file in plots.items()]
     if examples:
         lines += ["", "## Example trajectories", ""]

@@ -59,13 +59,17 @@ class TrainingCurves:
     """The training-reward series used (see :data:`REWARD_KEYS`)."""
     success_key: str | None = None
     """The external success series used (see :data:`SUCCESS_KEYS`)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Sampling settings of the training run when its ``config.yaml`` is found:
+    ``temperature`` (training rollouts) and ``val_temperature`` (its validation)."""
 
     def get(self, key: str | None) -> list[tuple[int, float]]:
         return list(self.series.get(key, [])) if key else []
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "reward_key": self.reward_key, "success_key": self.success_key,
-                "reward": self.get(self.reward_key), "success": self.get(self.success_key)}
+                "settings": dict(self.settings), "reward": self.get(self.reward_key),
+                "success": self.get(self.success_key)}
 
 
 def load_training_curves(source: str | os.PathLike, *, reward_key: str | None = None,
@@ -77,10 +81,11 @@ def load_training_curves(source: str | os.PathLike, *, reward_key: str | None = 
     """
     text = str(source)
     if text.startswith("mlflow:") or (_RUN_ID.match(text) and not Path(text).exists()):
-        series = _mlflow_series(text.removeprefix("mlflow:"), tracking_uri)
+        series, settings = _mlflow_series(text.removeprefix("mlflow:"), tracking_uri)
     else:
-        series = _jsonl_series(_metrics_file(Path(text).expanduser()))
-    curves = TrainingCurves(source=text, series=series)
+        metrics = _metrics_file(Path(text).expanduser())
+        series, settings = _jsonl_series(metrics), _run_settings(metrics.parent / "config.yaml")
+    curves = TrainingCurves(source=text, series=series, settings=settings)
     curves.reward_key = _pick(series, reward_key, REWARD_KEYS, "reward_key", text)
     curves.success_key = _pick(series, success_key, SUCCESS_KEYS, "success_key", text)
     return curves
@@ -107,6 +112,21 @@ def _metrics_file(path: Path) -> Path:
     raise ConfigError(f"training run {str(path)!r} is neither a file, a folder nor an MLflow run id")
 
 
+def _run_settings(path: Path) -> dict[str, Any]:
+    """``temperature`` and ``val_temperature`` from a GRPO run's ``config.yaml`` (empty if absent)."""
+    if not path.is_file():
+        return {}
+    try:
+        import yaml
+
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - no pyyaml or an unreadable file: the curves still work
+        return {}
+    if not isinstance(config, dict):
+        return {}
+    return {k: config[k] for k in ("temperature", "val_temperature") if isinstance(config.get(k), (int, float))}
+
+
 def _jsonl_series(path: Path) -> dict[str, list[tuple[int, float]]]:
     series: dict[str, dict[int, float]] = {}
     with open(path, encoding="utf-8") as f:
@@ -129,7 +149,7 @@ def _jsonl_series(path: Path) -> dict[str, list[tuple[int, float]]]:
     return {k: sorted(v.items()) for k, v in series.items()}
 
 
-def _mlflow_series(run_id: str, tracking_uri: str | None) -> dict[str, list[tuple[int, float]]]:
+def _mlflow_series(run_id: str, tracking_uri: str | None) -> tuple[dict[str, list[tuple[int, float]]], dict]:
     from mtrl_gym.evaluation.tracking import quiet_mlflow, tracking_uri_or_default
 
     quiet_mlflow()
@@ -149,7 +169,13 @@ def _mlflow_series(run_id: str, tracking_uri: str | None) -> dict[str, list[tupl
     for key in run.data.metrics:
         history = client.get_metric_history(run_id, key)
         series[key] = sorted({m.step: float(m.value) for m in history}.items())
-    return series
+    settings = {}
+    for key in ("temperature", "val_temperature"):  # the trainer logs its config as params
+        try:
+            settings[key] = float(run.data.params[key])
+        except (KeyError, ValueError):
+            pass
+    return series, settings
 
 
 def training_run_of(adapter: str | os.PathLike) -> Path | None:

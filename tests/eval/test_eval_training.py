@@ -21,6 +21,7 @@ def write_run(folder, rewards, val_success, *, val_every=2):
         if step % val_every == 0:
             lines.append({"step": step, "kind": "val", "val/success_rate": val_success[step // val_every - 1]})
     (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / "config.yaml").write_text("model: tiny\ntemperature: 1.0\nval_temperature: 0.0\n")
     return folder
 
 
@@ -34,6 +35,7 @@ def test_curves_from_a_trainer_run_folder(tmp_path):
     assert (curves.reward_key, curves.success_key) == ("rollout/reward_mean", "val/success_rate")
     assert curves.get(curves.success_key) == [(2, 0.6), (4, 0.5), (6, 0.3), (8, 0.2)]
     assert training_reward_rose(curves)
+    assert curves.settings == {"temperature": 1.0, "val_temperature": 0.0}  # from the run's config.yaml
     [flag] = reward_hacking_flags(curves)
     # Means of the last and the first quarter of the steps.
     assert flag["kind"] == "training_curve" and flag["reward_delta"] == pytest.approx(0.95 - 0.15)
@@ -89,6 +91,7 @@ def test_eval_with_a_hacked_training_run_flags_it_and_plots_the_curves(tmp_path,
     assert_valid_png(result.files["plots/training_curves"])
     report = (tmp_path / "out" / "report" / "report.md").read_text()
     assert "**Warning** (trained, training_curve)" in report and "![training curves](training_curves.png)" in report
+    assert "training settings: temperature 1, val_temperature 0" in report
 
 
 def test_mlflow_training_run_and_eval_logging_share_one_store(tmp_path):
@@ -100,10 +103,12 @@ def test_mlflow_training_run_and_eval_logging_share_one_store(tmp_path):
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("mtrl-gym")
     train = client.create_run(exp).info.run_id
+    client.log_param(train, "val_temperature", "0.0")
     client.log_batch(train, metrics=[Metric("rollout/reward_mean", r, 0, s) for s, r in enumerate(HACKED["rewards"])]
                      + [Metric("val/success_rate", v, 0, 2 * s) for s, v in enumerate(HACKED["val_success"])])
     curves = load_training_curves(f"mlflow:{train}", tracking_uri=uri)
     assert curves.get("val/success_rate") == [(0, 0.6), (2, 0.5), (4, 0.3), (6, 0.2)]
+    assert curves.settings == {"val_temperature": 0.0}
     assert reward_hacking_flags(curves)
     with pytest.raises(ConfigError, match="not found"):
         load_training_curves("mlflow:" + "0" * 32, tracking_uri=uri)
