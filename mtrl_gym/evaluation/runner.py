@@ -105,13 +105,14 @@ def _failure_reward(env: gymnasium.Env) -> float:
 def _record(traj: Trajectory, run: str, failure_reward: float, save_tokens: bool) -> dict[str, Any]:
     """The JSONL record of an episode, scored with the bare env's outcome.
 
-    An episode the env did not end (cut by ``max_turns``, the token or time budget) has no
-    outcome: it scores like a failed one, the env's minimum reward and no success, and
-    counts as ``unfinished``. Scoring it with its partial reward instead (0 in Wordle) would
-    rank running out of budget above an honest loss (-0.5).
+    An episode that did not reach the end of its task (not ``terminated``: cut by a turn
+    limit, ``truncated`` by a time-limit wrapper, or out of tokens or time) has no outcome: it
+    scores like a failed one, the env's minimum reward and no success, and counts as
+    ``unfinished``. Scoring it with its partial reward instead (0 in Wordle) would rank
+    running out of budget above an honest loss (-0.5).
     """
     info = traj.final_info
-    unfinished = not traj.failed and traj.stop_reason not in ("terminated", "truncated")
+    unfinished = not traj.failed and traj.stop_reason != "terminated"
     if traj.failed or unfinished:
         outcome, success = failure_reward, False
     else:
@@ -142,25 +143,35 @@ def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStor
     rollout = RolloutConfig(group_size=config.n, sampling=sampling, max_turns=config.max_turns,
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
                             seed=config.seed, failure_reward=failure_reward)
-    with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine:
-        for start in range(0, len(tasks), config.batch_tasks):
-            stop = min(start + config.batch_tasks, len(tasks))
-            todo = {(g, k) for g in range(start, stop) for k in range(config.n)} - done
-            if not todo:
-                continue
-            trajs = engine.collect(tasks[start:stop], seed=config.seed + start)
-            for t in trajs:
-                t.group_id += start
-                t.env_id = store.header["env_id"]
-            if all(t.failed for t in trajs):
-                raise SamplerError(
-                    f"run {spec.name!r}: every episode of tasks {start}..{stop - 1} failed "
-                    f"({trajs[0].failure_reason}). Finished episodes are saved in {store.path(spec.name)}; fix the "
-                    "cause and run again with --resume (resume=True)")
-            new = [t for t in trajs if (t.group_id, t.sample_index) in todo]
-            store.append(spec.name, [_record(t, spec.name, failure_reward, config.save_tokens) for t in new])
-            if bar is not None:
-                bar.update(len(new))
+    try:
+        with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine:
+            _play_batches(spec, engine, tasks, config, store, done, failure_reward, bar)
+    finally:
+        if spec.kind == "endpoint":  # its own connection pool; loaded models are the pool's to release
+            sampler.close()
+
+
+def _play_batches(spec: RunSpec, engine, tasks, config: EvalConfig, store: EvalStore, done: set,
+                  failure_reward: float, bar) -> None:
+    """Batches of ``config.batch_tasks`` tasks through the rollout engine, appended as they end."""
+    for start in range(0, len(tasks), config.batch_tasks):
+        stop = min(start + config.batch_tasks, len(tasks))
+        todo = {(g, k) for g in range(start, stop) for k in range(config.n)} - done
+        if not todo:
+            continue
+        trajs = engine.collect(tasks[start:stop], seed=config.seed + start)
+        for t in trajs:
+            t.group_id += start
+            t.env_id = store.header["env_id"]
+        if all(t.failed for t in trajs):
+            raise SamplerError(
+                f"run {spec.name!r}: every episode of tasks {start}..{stop - 1} failed "
+                f"({trajs[0].failure_reason}). Finished episodes are saved in {store.path(spec.name)}; fix the "
+                "cause and run again with --resume (resume=True)")
+        new = [t for t in trajs if (t.group_id, t.sample_index) in todo]
+        store.append(spec.name, [_record(t, spec.name, failure_reward, config.save_tokens) for t in new])
+        if bar is not None:
+            bar.update(len(new))
 
 
 def _play_policy(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, done: set,

@@ -7,8 +7,8 @@ Every run is summarised on the full ``tasks x n`` grid of its episodes:
 * ``pass_at_k`` for each k, the unbiased estimator averaged over tasks, with intervals;
 * ``trajectory``: means per episode of turns, tool calls, format-error and invalid-action
   rates (per turn), sampled and total tokens (``None`` for policies), wall time, the rate
-  of episodes the env did not end (``unfinished_rate``: cut by a turn, token or time
-  budget; scored as the env's minimum reward), and the failure rate and stop reasons;
+  of episodes that did not reach the end of their task (``unfinished_rate``: not
+  ``terminated``; scored as the env's minimum reward), and the failure rate and stop reasons;
 * ``aggregate``: :func:`mtrl_gym.trainers.rollout_metrics.aggregate_metrics` of the run.
 
 :func:`compare_runs` adds paired differences to a reference run and, when both
