@@ -103,6 +103,8 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         if self.group_size < 1:
             raise ConfigError(f"`group_size` must be >= 1, got {self.group_size!r}")
+        if self.seed is not None and self.seed < 0:
+            raise ConfigError(f"`seed` must be >= 0 or None, got {self.seed!r}")
         if self.max_turns is not None and self.max_turns < 1:
             raise ConfigError(f"`max_turns` must be >= 1 or None, got {self.max_turns!r}")
         if self.max_episode_tokens < 2:
@@ -246,6 +248,8 @@ class RolloutEngine:
     def _base_seed(self, seed: int | None) -> int:
         self._calls += 1
         if seed is not None:
+            if seed < 0:
+                raise ConfigError(f"`seed` must be >= 0, got {seed!r}")
             return int(seed)
         if self.config.seed is None:
             return int(np.random.SeedSequence().generate_state(1)[0])
@@ -268,7 +272,11 @@ class RolloutEngine:
         ep.tools = list(info.get("tools") or [])
         traj.tools = json_safe(ep.tools)
         traj.messages = self.renderer.first_messages(str(info.get("system_prompt") or ""), ep.tools, str(obs))
-        traj.token_ids = self.renderer.prompt_ids(traj.messages, ep.tools)
+        try:
+            traj.token_ids = self.renderer.prompt_ids(traj.messages, ep.tools)
+        except Exception as e:  # noqa: BLE001 - the chat template rejected the first prompt
+            self._fail(ep, _reason("first prompt", e))
+            return ep
         traj.loss_mask = [0] * len(traj.token_ids)
         traj.logprobs = [0.0] * len(traj.token_ids)
         traj.prompt_length = len(traj.token_ids)
@@ -348,8 +356,11 @@ class RolloutEngine:
         for ep, outcome in zip(live, outcomes):
             if isinstance(outcome, Exception):
                 self._fail(ep, _reason("env step", outcome), getattr(outcome, "stop", "failed"))
-            else:
+                continue
+            try:
                 self._after_step(ep, *outcome)
+            except Exception as e:  # noqa: BLE001 - e.g. a reply the chat template cannot render
+                self._fail(ep, _reason("env reply", e))
 
     def _after_step(self, ep: _Episode, obs, reward, terminated, truncated, info) -> None:
         t = ep.traj
@@ -358,8 +369,16 @@ class RolloutEngine:
         ep.format_errors += bool(info.get("format_error"))
         t.final_info = json_safe(dict(info))
         new = env_reply_messages(str(obs), info, self.config.reply_mode)
+        try:
+            reply = self.renderer.reply_ids(t.messages + new, ep.tools, ep.end_text)
+        except Exception:
+            if not any(m["role"] == "tool" for m in new):
+                raise
+            # The template has no tool role (strict user/assistant alternation): one user message.
+            new = env_reply_messages(str(obs), info, "user")
+            reply = self.renderer.reply_ids(t.messages + new, ep.tools, ep.end_text)
         t.messages.extend(new)
-        self._append_env(t, self.renderer.reply_ids(t.messages, ep.tools, ep.end_text))
+        self._append_env(t, reply)
         t.terminated, t.truncated = bool(terminated), bool(truncated)
         if terminated or truncated:
             self._finish(ep, "terminated" if terminated else "truncated")

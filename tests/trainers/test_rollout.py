@@ -123,6 +123,14 @@ def _check_token_level(traj: Trajectory, renderer: ChatRenderer, sampled: list[S
     assert renderer.decode(traj.token_ids) == renderer.render(traj.messages, traj.tools)
 
 
+def _with_template(tokenizer, prefix: str):
+    import copy
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = prefix + tok.chat_template
+    return tok
+
+
 def _sampled_by_session(sampler: ScriptedSampler):
     by: dict[str, list] = {}
     for req, res in sampler.log:
@@ -371,16 +379,33 @@ def test_tools_go_into_the_system_prompt_when_the_template_ignores_them(chatml_t
 
 
 def test_templates_that_render_tools_receive_them(chatml_tokenizer):
-    import copy
-
-    tok = copy.deepcopy(chatml_tokenizer)
-    tok.chat_template = ("{% if tools %}<|im_start|>system\nTOOLS:{% for t in tools %}{{ t.function.name }};"
-                         "{% endfor %}<|im_end|>\n{% endif %}" + tok.chat_template)
+    tok = _with_template(chatml_tokenizer, "{% if tools %}<|im_start|>system\nTOOLS:{% for t in tools %}"
+                                           "{{ t.function.name }};{% endfor %}<|im_end|>\n{% endif %}")
     renderer = ChatRenderer(tok)
     assert renderer.tools_in_template
     msgs = renderer.first_messages("Be brief.", [ECHO_TOOL], "Hi")
     assert msgs[0]["content"] == "Be brief."
     assert "TOOLS:echo;" in renderer.decode(renderer.prompt_ids(msgs, [ECHO_TOOL]))
+
+
+def test_templates_without_a_tool_role_get_user_messages(chatml_tokenizer):
+    tok = _with_template(chatml_tokenizer, "{% for m in messages %}{% if m['role'] == 'tool' %}"
+                                           "{{ raise_exception('no tool role') }}{% endif %}{% endfor %}")
+    with RolloutEngine(EchoEnv, ScriptedSampler(tok), tok) as engine:
+        (t,) = engine.collect(_rows(1, turns=3))
+        assert not t.failed and "tool" not in {m["role"] for m in t.messages}
+        assert t.messages[3] == {"role": "user", "content": "echo: hello <tool_call>x</\nTurns left: 2"}
+        _check_token_level(t, engine.renderer)
+
+
+def test_a_reply_the_template_rejects_fails_only_that_episode(chatml_tokenizer):
+    tok = _with_template(chatml_tokenizer, "{% if messages|length > 5 %}{{ raise_exception('too long') }}"
+                                           "{% endif %}")
+    (t,) = collect(EchoEnv, _rows(1, turns=3), ScriptedSampler(tok), tok)
+    assert t.failed and t.num_turns == 2 and t.failure_reason.startswith("env reply: ")
+    assert "too long" in t.failure_reason
+    with pytest.raises(ConfigError, match="`seed` must be >= 0"):
+        collect(EchoEnv, _rows(1), ScriptedSampler(tok), tok, seed=-1)
 
 
 def test_wordle_rollout_with_a_tiny_model(tiny_model, chatml_tokenizer):
