@@ -3,6 +3,7 @@
 * :class:`BoundedShaping`, :class:`WordleShaping`: ``outcome + w * clip(shaping, -1, 1)``,
   bounded so that no shaping reorders the outcome tiers.
 * :class:`FormatPenalty`: a bounded penalty for format errors and plain-text tool calls.
+* :class:`FieldReward`: SOP tasks' dense reward, the share of the final answer's fields that are right.
 * :class:`ChatHistory`: the observation as the whole conversation (chat messages).
 * :class:`PriorGuesses`: a Wordle curriculum that starts games with guesses played.
 * :class:`RecordEpisodes`, :func:`replay_episode`: JSONL episode records and determinism checks.
@@ -20,6 +21,7 @@ See docs/wrappers.md for the shaping weights and the tier guarantees.
 
 from mtrl_gym.wrappers.chat import ChatHistory, ChatText, message_space, to_openai
 from mtrl_gym.wrappers.curriculum import PriorGuesses, safe_prior_words
+from mtrl_gym.wrappers.field_reward import FieldReward, field_metrics
 from mtrl_gym.wrappers.format_penalty import FormatPenalty
 from mtrl_gym.wrappers.recording import RecordEpisodes, iter_episodes, load_episodes, replay_episode
 from mtrl_gym.wrappers.shaping import BoundedShaping, tier_limits
@@ -29,6 +31,7 @@ __all__ = [
     "BoundedShaping", "tier_limits",
     "WordleShaping", "WORDLE_WEIGHTS", "WORDLE_SCALE", "wordle_step_terms",
     "FormatPenalty",
+    "FieldReward", "field_metrics",
     "ChatHistory", "ChatText", "message_space", "to_openai",
     "PriorGuesses", "safe_prior_words",
     "RecordEpisodes", "replay_episode", "load_episodes", "iter_episodes",

@@ -1,0 +1,376 @@
+"""Reusable checks for SOP domains: each domain's test file calls these on its env id.
+
+``SOPHarness(env_id)`` runs, through the real env and real tool-call text:
+
+* :meth:`check_oracle` — the scripted oracle scores 100% exact, changes the world with a
+  stateful action, and never calls a distractor;
+* :meth:`check_same_seed` / :meth:`worker` + :meth:`check_across_processes` — the same seed
+  gives the same world, prompt, label and tool results, in a fresh env and in another
+  process with another hash seed;
+* :meth:`check_no_label_leak` — an agent that submits at once, choosing each field by the
+  best rule it can learn from prompt text (majority class, an enum value named in the
+  prompt, the conditional majority given any input value), stays near the majority rate;
+* :meth:`check_any_actions` — any text and any tool arguments never raise;
+* :meth:`check_env`, :meth:`check_contract`, :meth:`label_report`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+from gymnasium.utils.env_checker import check_env
+from hypothesis import strategies as st
+
+import mtrl_gym  # noqa: F401 - registers the ids
+from mtrl_gym.envs.sop import SOPEnv, canonical, generate_tasks, parse_task_inputs, play_oracle
+
+FINAL_ONLY = {"answer", "submitted_answer", "grade", "success", "end_reason", "grade_result", "answer_error"}
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**20) | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6)
+
+
+def _strings(value: Any, out: set[str]) -> set[str]:
+    """Every string (and dict key) in a JSON value."""
+    if isinstance(value, str):
+        out.add(value)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            out.add(str(k))
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+    return out
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
+    """``{"a.b[0]": "text"}``: every scalar of a JSON value, as canonical text, by path."""
+    if isinstance(value, Mapping):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if isinstance(value, list):
+        out = {f"{prefix}.len": str(len(value))}
+        for i, v in enumerate(value):
+            out.update(_flatten(v, f"{prefix}[{i}]"))
+        return out
+    return {prefix: canonical(value)}
+
+
+@dataclass
+class LeakReport:
+    """What the no-tool agent achieved on held-out tasks, and the majority baselines."""
+
+    field_accuracy: dict[str, float]
+    field_majority: dict[str, float]
+    rules: dict[str, str]
+    exact_rate: float
+    answer_majority: float
+    env_reward: float
+
+
+class SOPHarness:
+    """The shared checks for one registered SOP env id (see the module docstring)."""
+
+    def __init__(self, env_id: str, *, module: str | None = None):
+        """``module``: a module in this directory that registers ``env_id`` on import (for test-only ids)."""
+        self.env_id, self.module = env_id, module
+        if module is not None:
+            __import__(module)
+        self._env: SOPEnv | None = None
+        self._tasks: dict[str, list[dict[str, Any]]] = {}
+
+    # ------------------------------------------------------------------ basics
+
+    @property
+    def env(self) -> SOPEnv:
+        """One shared unwrapped env (tests reset it with explicit tasks or seeds)."""
+        if self._env is None:
+            self._env = gymnasium.make(self.env_id).unwrapped
+        return self._env
+
+    @property
+    def domain(self):
+        return self.env.domain
+
+    def tasks(self, n: int, *, seed: int = 0, split: str = "train", difficulty: Mapping[str, Any] | None = None):
+        key = f"{n}|{seed}|{split}|{canonical(dict(difficulty or {}))}"
+        if key not in self._tasks:
+            self._tasks[key] = generate_tasks(self.domain, n, seed=seed, split=split, difficulty=difficulty)
+        return self._tasks[key]
+
+    # ------------------------------------------------------------------ oracle
+
+    def check_oracle(self, n: int = 500, *, difficulty: Mapping[str, Any] | None = None, seed: int = 0
+                     ) -> dict[str, float]:
+        """The oracle scores 1.0 on ``n`` tasks through the env; returns timing and step statistics."""
+        env = self.env
+        distractors = set(self.domain.distractor_tools)
+        start = time.perf_counter()
+        steps = []
+        for task in self.tasks(n, seed=seed, difficulty=difficulty):
+            transcript: list[tuple[str, str]] = []
+            reward, info, used = play_oracle(env, options={"task": task}, transcript=transcript)
+            assert reward == 1.0 and info["grade_result"]["exact"], (task["id"], info["grade"], info["submitted_answer"])
+            assert info["answer"] == task["answer"]
+            called = {json.loads(a.removeprefix("<tool_call>").removesuffix("</tool_call>"))["name"]
+                      for a, _ in transcript[1:]}
+            assert not called & distractors, f"{task['id']}: the oracle called distractor(s) {called & distractors}"
+            pristine = self.domain.world(task["seed"], task["difficulty"])
+            assert canonical(env.state) != canonical(pristine), \
+                f"{task['id']}: the oracle took no stateful action (the world is unchanged)"
+            steps.append(used)
+        seconds = time.perf_counter() - start
+        return {"tasks": n, "seconds": seconds, "ms_per_task": 1000 * seconds / n,
+                "mean_steps": sum(steps) / n, "max_steps": max(steps)}
+
+    # ------------------------------------------------------------------ determinism
+
+    def fingerprint(self, seed: int, difficulty: Mapping[str, Any] | None = None, env: SOPEnv | None = None) -> str:
+        """World, label, prompt and every observation of the oracle's episode, as canonical JSON."""
+        env = env or self.env
+        knobs = self.domain.resolve_difficulty(difficulty)
+        world = self.domain.world(seed, knobs)
+        transcript: list[tuple[str, str]] = []
+        reward, info, _ = play_oracle(env, options={"task": {"seed": seed, "difficulty": knobs}},
+                                      transcript=transcript)
+        return canonical({"world": world, "label": self.domain.expected(world), "transcript": transcript,
+                          "reward": reward, "final_state": env.state, "system_prompt": env.system_prompt,
+                          "tools": env.tool_schemas})
+
+    def check_same_seed(self, seed: int, difficulty: Mapping[str, Any] | None = None) -> None:
+        """The same seed gives the same world, label and trajectory in a fresh env; worlds are JSON."""
+        world = self.domain.world(seed, difficulty)
+        assert json.loads(json.dumps(world)) == world, "the world is not plain JSON data"
+        fresh = gymnasium.make(self.env_id).unwrapped
+        assert self.fingerprint(seed, difficulty) == self.fingerprint(seed, difficulty, env=fresh)
+
+    def worker(self) -> _Worker:
+        """A process with another hash seed that computes fingerprints (use as a context manager)."""
+        return _Worker(self.env_id, self.module)
+
+    def check_across_processes(self, worker: _Worker, seed: int, difficulty: Mapping[str, Any] | None = None):
+        assert worker.fingerprint(seed, dict(difficulty or {})) == self.fingerprint(seed, difficulty)
+
+    # ------------------------------------------------------------------ label leak
+
+    def label_report(self, n: int = 500, *, split: str = "train") -> dict[str, Any]:
+        """Majority-class rate of each field and of the whole answer over ``n`` generated tasks."""
+        tasks = self.tasks(n, split=split)
+        out: dict[str, Any] = {"fields": {}, "classes": {}}
+        for name in self.domain.output_schema:
+            counts = Counter(canonical(t["answer"][name]) for t in tasks)
+            out["fields"][name] = counts.most_common(1)[0][1] / n
+            out["classes"][name] = dict(counts.most_common(8))
+        out["answer"] = Counter(canonical(t["answer"]) for t in tasks).most_common(1)[0][1] / n
+        return out
+
+    def check_no_label_leak(self, n: int = 500, *, margin: float = 0.05) -> LeakReport:
+        """Fit per-field prompt rules on train tasks, submit at once on val tasks through the env."""
+        fit, test = self.tasks(n, split="train"), self.tasks(n, seed=1, split="val")
+        schema = self.domain.output_schema
+        rules, predict = {}, {}
+        fit_inputs = [_flatten(parse_task_inputs(t["prompt"])) for t in fit]
+        for name, spec in schema.items():
+            candidates = _rules(name, spec, fit, fit_inputs)
+            best = max(candidates, key=lambda r: (sum(r[1](t, x) == canonical(t["answer"][name])
+                                                      for t, x in zip(fit, fit_inputs)), r[0] == "majority"))
+            rules[name], predict[name] = best[0], best[1]
+        test_inputs = [_flatten(parse_task_inputs(t["prompt"])) for t in test]
+        accuracy, majority, rewards, exact = {}, {}, [], 0
+        hits: dict[str, int] = defaultdict(int)
+        for task, inputs in zip(test, test_inputs):
+            guess = {name: json.loads(predict[name](task, inputs)) for name in schema}
+            for name in schema:
+                hits[name] += canonical(guess[name]) == canonical(task["answer"][name])
+            exact += canonical(guess) == canonical(task["answer"])
+            obs, _ = self.env.reset(options={"task": task})
+            assert canonical(task["answer"]) not in obs
+            _, reward, terminated, _, info = self.env.step(f"<final_answer>{json.dumps(guess)}</final_answer>")
+            assert terminated and info["grade_result"]["exact"] == (reward == 1.0)
+            rewards.append(reward)
+        for name in schema:
+            accuracy[name] = hits[name] / n
+            majority[name] = Counter(canonical(t["answer"][name]) for t in test).most_common(1)[0][1] / n
+        answer_majority = Counter(canonical(t["answer"]) for t in test).most_common(1)[0][1] / n
+        report = LeakReport(accuracy, majority, rules, exact / n, answer_majority, sum(rewards) / n)
+        assert report.env_reward == report.exact_rate
+        for name in schema:
+            assert accuracy[name] <= majority[name] + margin, \
+                f"field {name!r} is predictable from the prompt: {accuracy[name]:.3f} with rule {rules[name]} " \
+                f"vs majority {majority[name]:.3f}"
+        assert report.exact_rate <= answer_majority + margin, report
+        return report
+
+    # ------------------------------------------------------------------ robustness
+
+    def actions(self, env: SOPEnv):
+        """A strategy of action lists: any text, tool calls with any or plausible arguments, final answers."""
+        world_strings = sorted(s for s in _strings(env.state, set()) if 0 < len(s) <= 40)[:200] or ["x"]
+        schemas = [s["function"] for s in env.tool_schemas]
+
+        @st.composite
+        def value_for(draw, schema):
+            kind = schema.get("type")
+            if "enum" in schema and draw(st.booleans()):
+                return draw(st.sampled_from(schema["enum"]))
+            if kind == "string":
+                return draw(st.sampled_from(world_strings) | st.text(max_size=12))
+            if kind == "integer":
+                return draw(st.integers(-5, 10**6))
+            if kind == "number":
+                return draw(st.floats(allow_nan=False) | st.integers(-5, 100))
+            if kind == "boolean":
+                return draw(st.booleans())
+            if kind == "array":
+                return draw(st.lists(value_for(schema.get("items", {})), max_size=3))
+            return draw(json_values)
+
+        @st.composite
+        def call(draw):
+            fn = draw(st.sampled_from(schemas))
+            props = fn["parameters"].get("properties", {})
+            name = draw(st.sampled_from([fn["name"], fn["name"], fn["name"], draw(st.text(max_size=10))]))
+            mode = draw(st.sampled_from(["plausible", "plausible", "any", "partial"]))
+            if mode == "any":
+                args = draw(st.dictionaries(st.sampled_from(list(props) or ["x"]) | st.text(max_size=5), json_values,
+                                            max_size=4))
+            else:
+                args = {p: draw(value_for(s)) for p, s in props.items() if mode == "plausible" or draw(st.booleans())}
+            body = json.dumps({"name": name, "arguments": args}, allow_nan=True)
+            fmt = draw(st.sampled_from(["hermes", "hermes", "json", "call", "broken"]))
+            if fmt == "hermes":
+                return f"<tool_call>{body}</tool_call>"
+            if fmt == "json":
+                return f"Let me check. {body}"
+            if fmt == "call":
+                return f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in args.items() if str(k).isidentifier()) + ")"
+            return f"<tool_call>{body[:draw(st.integers(0, len(body)))]}"
+
+        answer = st.dictionaries(st.sampled_from(list(env.output_schema)) | st.text(max_size=6),
+                                 json_values | st.sampled_from(world_strings), max_size=len(env.output_schema) + 1)
+        final = st.one_of(answer.map(lambda a: f"<final_answer>{json.dumps(a)}</final_answer>"),
+                          st.text(max_size=30).map(lambda t: f"<final_answer>{t}</final_answer>"),
+                          json_values.map(lambda v: '<tool_call>{"name": "submit", "arguments": {"answer": '
+                                                    + json.dumps(v) + "}}</tool_call>"))
+        one = st.one_of(st.text(max_size=60), call(), call(), st.lists(call(), min_size=2, max_size=3).map(" ".join),
+                        final)
+        return st.lists(one, min_size=1, max_size=8)
+
+    def check_any_actions(self, data, seed: int) -> None:
+        """Play drawn actions from ``reset(seed)``: nothing raises, rewards are 0/1, the label stays hidden."""
+        env = self.env
+        obs, info = env.reset(seed=seed)
+        assert env.observation_space.contains(obs) and not FINAL_ONLY & set(info)
+        label = canonical(env.expected_answer)
+        for action in data.draw(self.actions(env)):
+            obs, reward, terminated, truncated, info = env.step(action)
+            assert env.observation_space.contains(obs) and reward in (0.0, 1.0)
+            assert len(info["tool_results"]) == len(info["tool_outcomes"])
+            assert all(o["status"] != "exception" for o in info["tool_outcomes"])
+            if terminated or truncated:
+                assert FINAL_ONLY <= set(info) and reward == float(info["grade_result"]["exact"])
+                assert 0.0 <= info["grade_result"]["score"] <= 1.0
+                break
+            assert not FINAL_ONLY & set(info) and reward == 0.0
+            assert label not in obs
+
+    # ------------------------------------------------------------------ contract
+
+    def check_env(self) -> None:
+        env = gymnasium.make(self.env_id)
+        check_env(env.unwrapped, skip_render_check=True)
+        env.close()
+
+    def check_contract(self, *, min_tools: int = 4, max_tools: int = 10) -> None:
+        """4-10 tools, 1-3 distractors, the knobs ``noise`` and ``distractors`` plus one more, an SOP document."""
+        d = self.domain
+        assert min_tools <= len(d.tools) <= max_tools, list(d.tools)
+        assert 1 <= len(d.distractor_tools) <= 3, d.distractor_tools
+        assert {"noise", "distractors"} < set(d.default_difficulty), d.default_difficulty
+        lines = d.sop_text.strip().splitlines()
+        assert 80 <= len(lines) <= 260, f"the SOP has {len(lines)} lines"
+        assert re.search(r"^\s*1\.", d.sop_text, re.MULTILINE), "the SOP has no numbered steps"
+        for name in d.distractor_tools:
+            assert name not in d.sop_text, f"the SOP mentions the distractor tool {name!r}"
+        env = gymnasium.make(self.env_id, difficulty={"distractors": False}).unwrapped
+        _, info = env.reset(seed=0)
+        names = {t["function"]["name"] for t in info["tools"]}
+        assert not names & set(d.distractor_tools) and set(d.core_tools()) < names
+
+
+def _rules(name, spec, tasks, inputs):
+    """Candidate no-tool rules for one field: ``(description, fn(task, flat_inputs) -> canonical JSON)``."""
+    counts = Counter(canonical(t["answer"][name]) for t in tasks)
+    majority = counts.most_common(1)[0][0]
+    rules = [("majority", lambda t, x, m=majority: m)]
+    values = spec.values if spec.type == "enum" else ()
+    if values:
+        patterns = [(v, re.compile(rf"(?<![A-Za-z0-9]){re.escape(v)}(?![A-Za-z0-9])", re.IGNORECASE)) for v in values]
+
+        def named(t, x, m=majority):
+            found = [v for v, rx in patterns if rx.search(t["prompt"])]
+            return canonical(found[0]) if len(found) == 1 else m
+
+        rules.append(("enum value named in the prompt", named))
+    for key in sorted({k for x in inputs for k in x}):
+        table: dict[str, Counter] = defaultdict(Counter)
+        for t, x in zip(tasks, inputs):
+            table[x.get(key, "<absent>")][canonical(t["answer"][name])] += 1
+        if len(table) < 2 or len(table) > len(tasks) // 4:
+            continue  # constant, or (nearly) unique per task: cannot generalise
+        best = {value: c.most_common(1)[0][0] for value, c in table.items()}
+        rules.append((f"conditional majority given input {key}",
+                      lambda t, x, b=best, k=key, m=majority: b.get(x.get(k, "<absent>"), m)))
+    return rules
+
+
+_WORKER = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from harness import SOPHarness
+h = SOPHarness(sys.argv[2], module=sys.argv[3] or None)
+for line in sys.stdin:
+    job = json.loads(line)
+    print(json.dumps(h.fingerprint(job["seed"], job["difficulty"])), flush=True)
+"""
+
+
+class _Worker:
+    """A subprocess (PYTHONHASHSEED=12345) answering fingerprint requests, one JSON line each."""
+
+    def __init__(self, env_id: str, module: str | None):
+        env = {**os.environ, "PYTHONHASHSEED": "12345"}
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, os.path.dirname(__file__), env_id, module or ""],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def fingerprint(self, seed: int, difficulty: dict[str, Any]) -> str:
+        self.proc.stdin.write(json.dumps({"seed": seed, "difficulty": difficulty}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, "the worker process died"
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+    def __enter__(self) -> _Worker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
