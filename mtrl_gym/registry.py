@@ -30,6 +30,7 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/Sandbox-Weather-v0": ("mtrl_gym.envs.sandbox.weather:WeatherEnv", {}),
     "mtrl/Sandbox-Orders-v0": ("mtrl_gym.envs.sandbox.orders:OrdersEnv", {}),
     "mtrl/Sandbox-Shop-v0": ("mtrl_gym.envs.sandbox.shop:ShopEnv", {}),
+    "mtrl/SOP-DangerousGoods-v0": ("mtrl_gym.envs.sop.dangerous_goods:DangerousGoodsEnv", {}),
 }
 
 

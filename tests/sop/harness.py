@@ -56,6 +56,19 @@ def _strings(value: Any, out: set[str]) -> set[str]:
     return out
 
 
+def _ids(value: Any, out: set[str], key: str = "") -> set[str]:
+    """Strings under keys that name ids or codes (what tools are looked up by)."""
+    if isinstance(value, str) and ("id" in key.lower() or "code" in key.lower()):
+        out.add(value)
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            _ids(v, out, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            _ids(v, out, key)
+    return out
+
+
 def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
     """``{"a.b[0]": "text"}``: every scalar of a JSON value, as canonical text, by path."""
     if isinstance(value, Mapping):
@@ -218,9 +231,13 @@ class SOPHarness:
 
     # ------------------------------------------------------------------ robustness
 
-    def actions(self, env: SOPEnv):
-        """A strategy of action lists: any text, tool calls with any or plausible arguments, final answers."""
-        world_strings = sorted(s for s in _strings(env.state, set()) if 0 < len(s) <= 40)[:200] or ["x"]
+    def actions(self, env: SOPEnv, oracle_calls: list[dict[str, Any]] | None = None):
+        """A strategy of action lists: any text, tool calls with any or plausible arguments, the
+        oracle's own calls for this task with one argument perturbed or not, and final answers."""
+        oracle_calls = oracle_calls or [{"name": next(iter(env.tools)), "arguments": {}}]
+        world_strings = sorted(s for s in _strings(env.state, set()) if 0 < len(s) <= 40) or ["x"]
+        ids = sorted(_ids(env.state, set()) | set(_flatten(parse_task_inputs(env.task["prompt"])).values())) or ["x"]
+        ids = [json.loads(i) if i.startswith('"') else i for i in ids]
         schemas = [s["function"] for s in env.tool_schemas]
 
         @st.composite
@@ -229,7 +246,8 @@ class SOPHarness:
             if "enum" in schema and draw(st.booleans()):
                 return draw(st.sampled_from(schema["enum"]))
             if kind == "string":
-                return draw(st.sampled_from(world_strings) | st.text(max_size=12))
+                return draw(st.sampled_from(ids) | st.sampled_from(ids) | st.sampled_from(world_strings)
+                            | st.text(max_size=12))
             if kind == "integer":
                 return draw(st.integers(-5, 10**6))
             if kind == "number":
@@ -251,6 +269,13 @@ class SOPHarness:
                                             max_size=4))
             else:
                 args = {p: draw(value_for(s)) for p, s in props.items() if mode == "plausible" or draw(st.booleans())}
+            if mode == "plausible" and draw(st.booleans()):  # the oracle's call, maybe perturbed
+                known = draw(st.sampled_from(oracle_calls))
+                name, args = known["name"], dict(known["arguments"])
+                schema = next((f for f in schemas if f["name"] == name), fn)["parameters"].get("properties", {})
+                if args and draw(st.booleans()):
+                    key = draw(st.sampled_from(sorted(args)))
+                    args[key] = draw(value_for(schema.get(key, {})))
             body = json.dumps({"name": name, "arguments": args}, allow_nan=True)
             fmt = draw(st.sampled_from(["hermes", "hermes", "json", "call", "broken"]))
             if fmt == "hermes":
@@ -267,17 +292,20 @@ class SOPHarness:
                           st.text(max_size=30).map(lambda t: f"<final_answer>{t}</final_answer>"),
                           json_values.map(lambda v: '<tool_call>{"name": "submit", "arguments": {"answer": '
                                                     + json.dumps(v) + "}}</tool_call>"))
-        one = st.one_of(st.text(max_size=60), call(), call(), st.lists(call(), min_size=2, max_size=3).map(" ".join),
-                        final)
-        return st.lists(one, min_size=1, max_size=8)
+        one = st.one_of(st.text(max_size=60), call(), call(), call(),
+                        st.lists(call(), min_size=2, max_size=3).map(" ".join))
+        return st.tuples(st.lists(one, min_size=1, max_size=10), st.lists(final, max_size=1)).map(lambda p: p[0] + p[1])
 
     def check_any_actions(self, data, seed: int) -> None:
         """Play drawn actions from ``reset(seed)``: nothing raises, rewards are 0/1, the label stays hidden."""
         env = self.env
+        transcript: list[tuple[str, str]] = []
+        play_oracle(env, seed=seed, transcript=transcript)
+        oracle_calls = [json.loads(a.removeprefix("<tool_call>").removesuffix("</tool_call>")) for a, _ in transcript[1:-1]]
         obs, info = env.reset(seed=seed)
         assert env.observation_space.contains(obs) and not FINAL_ONLY & set(info)
         label = canonical(env.expected_answer)
-        for action in data.draw(self.actions(env)):
+        for action in data.draw(self.actions(env, oracle_calls)):
             obs, reward, terminated, truncated, info = env.step(action)
             assert env.observation_space.contains(obs) and reward in (0.0, 1.0)
             assert len(info["tool_results"]) == len(info["tool_outcomes"])
