@@ -33,6 +33,8 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-DangerousGoods-v0": ("mtrl_gym.envs.sop.dangerous_goods:DangerousGoodsEnv", {}),
     "mtrl/SOP-CustomerService-v0": ("mtrl_gym.envs.sop.customer_service:CustomerServiceEnv", {}),
     "mtrl/SOP-AircraftInspection-v0": ("mtrl_gym.envs.sop.aircraft_inspection:AircraftInspectionEnv", {}),
+    "mtrl/SOP-PatientIntake-v0": ("mtrl_gym.envs.sop.patient_intake:PatientIntakeEnv", {}),
+    "mtrl/SOP-KYBReview-v0": ("mtrl_gym.envs.sop.kyb_review:KYBReviewEnv", {}),
 }
 
 
