@@ -8,10 +8,9 @@
 2. **Play**: for each run, ``n`` episodes of every task. Task ``i`` resets with seed
    ``seed + i`` in every run, so base and trained models, endpoints and the reference
    policies face identical games. Models go through the rollout engine in batches of
-   ``batch_tasks`` tasks; the episodes of each batch are appended to the run's JSONL as
-   soon as the batch ends (policies: after every episode). If every episode of a batch
-   fails (endpoint gone, out of memory), the run stops with an error and what finished is
-   kept; ``resume=True`` continues where it stopped.
+   ``batch_tasks`` tasks; each episode is appended to the run's JSONL as soon as it ends.
+   If every episode of a batch fails (endpoint gone, out of memory), the run stops with an
+   error and what finished is kept; ``resume=True`` continues where it stopped.
 3. **Score** with the bare env's outcome (:mod:`mtrl_gym.evaluation.scoring`), whatever
    training wrappers the config applies; summarise, compare runs, check the training run
    for reward hacking, write ``summary.json``, the report and (optionally) MLflow.
@@ -153,22 +152,38 @@ def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStor
 
 def _play_batches(spec: RunSpec, engine, tasks, config: EvalConfig, store: EvalStore, done: set,
                   failure_reward: float, bar) -> None:
-    """Batches of ``config.batch_tasks`` tasks through the rollout engine, appended as they end."""
+    """Batches of ``config.batch_tasks`` tasks through the rollout engine.
+
+    Each episode is appended to disk as soon as it ends. Failed episodes wait for the end of
+    their batch: if every episode of the batch failed (endpoint down, out of memory), none
+    is written and the run stops, so that a resume plays them again.
+    """
     for start in range(0, len(tasks), config.batch_tasks):
         stop = min(start + config.batch_tasks, len(tasks))
         todo = {(g, k) for g in range(start, stop) for k in range(config.n)} - done
         if not todo:
             continue
-        trajs = engine.collect(tasks[start:stop], seed=config.seed + start)
-        for t in trajs:
+        failed: list[Trajectory] = []
+        saved = 0
+
+        def finished(t: Trajectory) -> None:
+            nonlocal saved
             t.group_id += start
             t.env_id = store.header["env_id"]
-        if all(t.failed for t in trajs):
+            if t.failed:
+                failed.append(t)
+            elif (t.group_id, t.sample_index) in todo:
+                saved += store.append(spec.name, [_record(t, spec.name, failure_reward, config.save_tokens)])
+                if bar is not None:
+                    bar.update(1)
+
+        engine.collect(tasks[start:stop], seed=config.seed + start, on_episode=finished)
+        if failed and not saved and len(failed) == (stop - start) * config.n:
             raise SamplerError(
                 f"run {spec.name!r}: every episode of tasks {start}..{stop - 1} failed "
-                f"({trajs[0].failure_reason}). Finished episodes are saved in {store.path(spec.name)}; fix the "
+                f"({failed[0].failure_reason}). Finished episodes are saved in {store.path(spec.name)}; fix the "
                 "cause and run again with --resume (resume=True)")
-        new = [t for t in trajs if (t.group_id, t.sample_index) in todo]
+        new = [t for t in failed if (t.group_id, t.sample_index) in todo]
         store.append(spec.name, [_record(t, spec.name, failure_reward, config.save_tokens) for t in new])
         if bar is not None:
             bar.update(len(new))

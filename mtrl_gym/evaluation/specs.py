@@ -151,9 +151,9 @@ class EvalConfig:
     time_budget_s: float | None = None
     """Wall-clock seconds per episode; over it, the episode counts as failed."""
     batch_tasks: int = 8
-    """Tasks per rollout batch (``batch_tasks * n`` episodes sampled together). Each finished
-    batch is appended to disk at once; it also fixes the sampling seeds, so a resumed or
-    repeated evaluation needs the same value to reproduce the same episodes."""
+    """Tasks per rollout batch (``batch_tasks * n`` episodes sampled together). It fixes the
+    sampling seeds, so a resumed or repeated evaluation needs the same value to reproduce
+    the same episodes; a resume plays a batch with unfinished episodes again whole."""
     ks: tuple[int, ...] | None = None
     """k values of pass@k; ``None`` uses 1, 2, 4, ... up to ``n``."""
     confidence: float = 0.95

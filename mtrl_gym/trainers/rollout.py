@@ -221,28 +221,44 @@ class RolloutEngine:
 
     # ------------------------------------------------------------------ main loop
 
-    def collect(self, tasks: Sequence[Mapping[str, Any] | None], *, seed: int | None = None) -> list[Trajectory]:
+    def collect(self, tasks: Sequence[Mapping[str, Any] | None], *, seed: int | None = None,
+                on_episode: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
         """Play ``group_size`` episodes of every task; trajectories in (task, sample) order.
 
         ``seed``: group ``g`` resets with ``seed + g``; sampling seeds derive from it too, so
         the same seed, tasks, sampler and weights give the same trajectories.
+        ``on_episode(trajectory)`` is called as soon as each episode ends (its metrics set),
+        e.g. to save it before the rest of the batch is done.
         """
         base = self._base_seed(seed)
         run = uuid.uuid4().hex[:12]
         episodes = [self._start(task, g, k, base, run) for g, task in enumerate(tasks)
                     for k in range(self.config.group_size)]
+        released: set[int] = set()
+
+        def release_finished() -> None:
+            for i, e in enumerate(episodes):
+                if e.done and i not in released:
+                    released.add(i)
+                    self._release(e)
+                    if on_episode is not None:
+                        on_episode(e.traj)
+
         bar = _Progress.open(len(episodes), self.sampler) if self.config.progress else None
         try:
+            release_finished()
             while live := [e for e in episodes if not e.done]:
                 self._sample_turn(live, base)
                 self._step_envs([e for e in live if not e.done])
+                release_finished()
                 if bar is not None:
                     bar.after_turn(episodes)
         finally:
             if bar is not None:
                 bar.close()
-            for e in episodes:
-                self._release(e)
+            for i, e in enumerate(episodes):
+                if i not in released:
+                    self._release(e)
         return [e.traj for e in episodes]
 
     def _base_seed(self, seed: int | None) -> int:

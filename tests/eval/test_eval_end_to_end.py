@@ -140,6 +140,51 @@ def test_resume_after_interruption_reproduces_the_uninterrupted_run(tmp_path, ti
     assert resumed.run("tiny")["success_rate"] == whole.run("tiny")["success_rate"]
 
 
+class GuessSampler:
+    """Always answers ``guess_word(word)``; raises KeyboardInterrupt on call number ``crash_at``."""
+
+    name = "guess"
+
+    def __init__(self, tokenizer, word: str = "crane", crash_at: int | None = None):
+        text = '<tool_call>{"name": "guess_word", "arguments": {"guess": "%s"}}</tool_call><|im_end|>' % word
+        self.ids = tokenizer.encode(text, add_special_tokens=False)
+        self.eos_token_ids = {tokenizer.eos_token_id}
+        self.max_context_length = None
+        self.crash_at, self.calls = crash_at, 0
+
+    def sample(self, requests):
+        from mtrl_gym.trainers.samplers.base import SampleResult
+
+        self.calls += 1
+        if self.calls == self.crash_at:
+            raise KeyboardInterrupt
+        return [SampleResult(list(self.ids), [0.0] * len(self.ids), "stop", prompt_tokens=len(r.prompt_ids))
+                for r in requests]
+
+    def end_session(self, session_id):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_episodes_are_saved_as_they_finish_within_a_batch(tmp_path, chatml_tokenizer):
+    tasks = [{"answer": "crane", "id": "quick"}, {"answer": "paste", "id": "slow"}, {"answer": "crane", "id": "q2"}]
+    kw = dict(tasks=tasks, config=EvalConfig(n=2, batch_tasks=8), out_dir=tmp_path, report=False)
+    with pytest.raises(KeyboardInterrupt):  # one batch; the crash comes at its second turn
+        evaluate("mtrl/Wordle-v0", [RunSpec("m", sampler=GuessSampler(chatml_tokenizer, crash_at=2),
+                                            tokenizer=chatml_tokenizer)], **kw)
+    saved = read_records(tmp_path / "trajectories" / "m.jsonl")
+    assert [(r["task_id"], r["sample_index"], r["success"]) for r in saved] == \
+        [("quick", 0, True), ("quick", 1, True), ("q2", 0, True), ("q2", 1, True)]
+    result = evaluate("mtrl/Wordle-v0", [RunSpec("m", sampler=GuessSampler(chatml_tokenizer),
+                                                 tokenizer=chatml_tokenizer)], resume=True, **kw)
+    records = read_records(tmp_path / "trajectories" / "m.jsonl")
+    assert len(records) == 6 and (tmp_path / "trajectories" / "m.jsonl").read_text().count("\n") == 6
+    assert result.run("m")["success_rate"]["value"] == pytest.approx(2 / 3)
+    assert [r["metrics"]["turns"] for r in records] == [1, 1, 6, 6, 1, 1]
+
+
 def test_a_batch_where_every_episode_fails_stops_the_run_and_resume_finishes(tmp_path, tiny_model,
                                                                                chatml_tokenizer):
     from mtrl_gym.trainers.samplers.hf import HFSampler
