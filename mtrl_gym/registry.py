@@ -31,6 +31,7 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/Sandbox-Orders-v0": ("mtrl_gym.envs.sandbox.orders:OrdersEnv", {}),
     "mtrl/Sandbox-Shop-v0": ("mtrl_gym.envs.sandbox.shop:ShopEnv", {}),
     "mtrl/SOP-DangerousGoods-v0": ("mtrl_gym.envs.sop.dangerous_goods:DangerousGoodsEnv", {}),
+    "mtrl/SOP-ReferralAbuse-v0": ("mtrl_gym.envs.sop.referral_abuse:ReferralAbuseEnv", {}),
     "mtrl/SOP-CustomerService-v0": ("mtrl_gym.envs.sop.customer_service:CustomerServiceEnv", {}),
     "mtrl/SOP-AircraftInspection-v0": ("mtrl_gym.envs.sop.aircraft_inspection:AircraftInspectionEnv", {}),
     "mtrl/SOP-PatientIntake-v0": ("mtrl_gym.envs.sop.patient_intake:PatientIntakeEnv", {}),

@@ -47,7 +47,10 @@ def test_prompts_show_the_sop_answer_format_and_inputs_but_not_the_label():
 
 
 def test_the_oracle_scores_one_and_the_final_info_carries_the_grade():
-    reward, info, steps = play_oracle(ToyEnv(), seed=3)
+    env = ToyEnv()
+    reward, info, steps = play_oracle(env, seed=3)
+    assert env.initial_world == Toy().world(env.task["seed"], env.task["difficulty"]) != env.state
+    assert env.state["filings"] and not env.initial_world["filings"]
     assert (reward, steps) == (1.0, 3) and info["success"] and info["answer_error"] is None
     assert info["grade"] == {"score": 1.0, "passed": True, "reason": "exact match", "details": {"field_score": 1.0}}
     assert info["grade_result"]["exact"] and info["answer"] == info["submitted_answer"]

@@ -325,6 +325,7 @@ class SOPEnv(ToolSandboxEnv):
         self._distractors = frozenset(domain.distractor_tools)
         self._worlds: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._result: GradeResult | None = None
+        self._pristine: dict[str, Any] | None = None
         calls = domain.max_tool_calls if max_tool_calls is None else max_tool_calls
         final = FinalAnswer(schema={}, answer_description="The final JSON object, with exactly the keys of the "
                                                           "answer format: " + ", ".join(self.output_schema) + ".")
@@ -366,6 +367,7 @@ class SOPEnv(ToolSandboxEnv):
         except ConfigError as e:
             raise InvalidTask(f"task {task_id!r}: {e}") from None
         world = self._world(world_seed, difficulty)
+        self._pristine = world
         expected = self.domain.expected(world)
         problems = check_expected(expected, self.output_schema)
         if problems:
@@ -418,6 +420,14 @@ class SOPEnv(ToolSandboxEnv):
     def expected_answer(self) -> dict[str, Any]:
         """The current task's expected object (for tests; never show it to the agent)."""
         return self.task["answer"]
+
+    @property
+    def initial_world(self) -> dict[str, Any] | None:
+        """The current task's world as generated, before any tool call (shared: do not mutate it).
+
+        Compare it with :attr:`state` to see what the episode's actions changed.
+        """
+        return self._pristine
 
     def _world(self, seed: int, difficulty: Mapping[str, Any]) -> dict[str, Any]:
         """The pristine world, cached (the base class deep-copies it for the episode)."""
