@@ -68,6 +68,7 @@ _PAIRS = (
     ("sildenafil", "isosorbide mononitrate", "contraindicated"), ("ciprofloxacin", "tizanidine", "contraindicated"),
     ("spironolactone", "trimethoprim-sulfamethoxazole", "major"),
     ("lisinopril", "spironolactone", "moderate"), ("losartan", "spironolactone", "moderate"),
+    ("lisinopril", "losartan", "moderate"),
     ("lisinopril", "ibuprofen", "moderate"), ("losartan", "naproxen", "moderate"),
     ("amlodipine", "simvastatin", "moderate"), ("clopidogrel", "omeprazole", "moderate"),
     ("prednisone", "ibuprofen", "moderate"), ("sertraline", "ibuprofen", "moderate"),
