@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import numpy as np
@@ -13,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError
-from mtrl_gym.envs.sop import generate_tasks, parse_task_inputs
+from mtrl_gym.envs.sop import canonical, generate_tasks, parse_task_inputs
 from mtrl_gym.envs.sop.customer_service import CustomerService, CustomerServiceEnv, procedure
 from mtrl_gym.envs.sop.customer_service.tools import TOOLS
 from mtrl_gym.envs.sop.customer_service.world import SCENARIOS, generate_world
@@ -340,6 +344,34 @@ def test_noise_knob_irregular_text_and_missing_fields():
 def test_difficulty_is_validated(difficulty, match):
     with pytest.raises(ConfigError, match=match):
         DOMAIN.resolve_difficulty(difficulty)
+
+
+_DIGEST = """
+import hashlib, sys
+from mtrl_gym.envs.sop import canonical
+from mtrl_gym.envs.sop.customer_service import {cls}
+domain = {cls}()
+h = hashlib.sha256()
+for noise in (0, 1, 2):
+    for seed in range(200):
+        world = domain.world(seed, {{"noise": noise}})
+        h.update(canonical([world, domain.expected(world)]).encode())
+print(h.hexdigest())
+"""
+
+
+def test_many_worlds_are_identical_under_another_hash_seed():
+    """600 worlds and labels digested here and in a process with another hash seed (catches set order)."""
+    code = _DIGEST.format(cls=type(DOMAIN).__name__)
+    hash_seed = "1" if os.environ.get("PYTHONHASHSEED") == "4242" else "4242"  # never this process's
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": hash_seed}).stdout
+    digest = hashlib.sha256()
+    for noise in (0, 1, 2):
+        for seed in range(200):
+            world = DOMAIN.world(seed, {"noise": noise})
+            digest.update(canonical([world, DOMAIN.expected(world)]).encode())
+    assert other == digest.hexdigest() + "\n"
 
 
 @settings(max_examples=10, deadline=None)

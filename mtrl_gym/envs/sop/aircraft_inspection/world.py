@@ -137,7 +137,8 @@ def _engine(rng: np.random.Generator, serial: str, position: int, result: str, f
     finding = "no findings"
     if result == "monitor":
         causes = ["erosion", "egt", "oil", "vib", "age"] + (["egt_missing"] if noise >= 2 else [])
-        for cause in {_pick(rng, causes) for _ in range(1 + int(rng.random() < 0.3))}:
+        picked = [_pick(rng, causes) for _ in range(1 + int(rng.random() < 0.3))]
+        for cause in dict.fromkeys(picked):  # distinct, in draw order (a set's order depends on the hash seed)
             if cause == "erosion":
                 finding = "minor erosion"
             elif cause == "egt":
