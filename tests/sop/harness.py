@@ -84,6 +84,56 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, str]:
     return {prefix: canonical(value)}
 
 
+@st.composite
+def _value_for(draw, schema: Mapping[str, Any], pools: tuple[list, list]):
+    """A value for a JSON-schema parameter: often a real id from the world, sometimes anything."""
+    ids, world_strings = pools
+    kind = schema.get("type")
+    if "enum" in schema and draw(st.booleans()):
+        return draw(st.sampled_from(schema["enum"]))
+    if kind == "string":
+        return draw(st.sampled_from(ids) | st.sampled_from(ids) | st.sampled_from(world_strings) | st.text(max_size=12))
+    if kind == "integer":
+        return draw(st.integers(-5, 10**6))
+    if kind == "number":
+        return draw(st.floats(allow_nan=False) | st.integers(-5, 100))
+    if kind == "boolean":
+        return draw(st.booleans())
+    if kind == "array":
+        return draw(st.lists(_value_for(schema.get("items", {}), pools), max_size=3))
+    return draw(json_values)
+
+
+@st.composite
+def _tool_call(draw, schemas: list[dict[str, Any]], oracle_calls: list[dict[str, Any]], pools: tuple[list, list]):
+    """One tool call in one of the accepted formats (or truncated), to a real or made-up tool."""
+    fn = draw(st.sampled_from(schemas))
+    props = fn["parameters"].get("properties", {})
+    name = draw(st.sampled_from([fn["name"], fn["name"], fn["name"], draw(st.text(max_size=10))]))
+    mode = draw(st.sampled_from(["plausible", "plausible", "any", "partial"]))
+    if mode == "any":
+        args = draw(st.dictionaries(st.sampled_from(list(props) or ["x"]) | st.text(max_size=5), json_values,
+                                    max_size=4))
+    else:
+        args = {p: draw(_value_for(s, pools)) for p, s in props.items() if mode == "plausible" or draw(st.booleans())}
+    if mode == "plausible" and draw(st.booleans()):  # the oracle's call, maybe perturbed
+        known = draw(st.sampled_from(oracle_calls))
+        name, args = known["name"], dict(known["arguments"])
+        schema = next((f for f in schemas if f["name"] == name), fn)["parameters"].get("properties", {})
+        if args and draw(st.booleans()):
+            key = draw(st.sampled_from(sorted(args)))
+            args[key] = draw(_value_for(schema.get(key, {}), pools))
+    body = json.dumps({"name": name, "arguments": args}, allow_nan=True)
+    fmt = draw(st.sampled_from(["hermes", "hermes", "json", "call", "broken"]))
+    if fmt == "hermes":
+        return f"<tool_call>{body}</tool_call>"
+    if fmt == "json":
+        return f"Let me check. {body}"
+    if fmt == "call":
+        return f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in args.items() if str(k).isidentifier()) + ")"
+    return f"<tool_call>{body[:draw(st.integers(0, len(body)))]}"
+
+
 @dataclass
 class LeakReport:
     """What the no-tool agent achieved on held-out tasks, and the majority baselines."""
@@ -234,67 +284,25 @@ class SOPHarness:
 
     def actions(self, env: SOPEnv, oracle_calls: list[dict[str, Any]] | None = None):
         """A strategy of action lists: any text, tool calls with any or plausible arguments, the
-        oracle's own calls for this task with one argument perturbed or not, and final answers."""
+        oracle's own calls for this task with one argument perturbed or not, then maybe a final
+        answer (any JSON, any text, or the expected object with one field changed)."""
         oracle_calls = oracle_calls or [{"name": next(iter(env.tools)), "arguments": {}}]
         world_strings = sorted(s for s in _strings(env.state, set()) if 0 < len(s) <= 40) or ["x"]
         ids = sorted(_ids(env.state, set()) | set(_flatten(parse_task_inputs(env.task["prompt"])).values())) or ["x"]
-        ids = [json.loads(i) if i.startswith('"') else i for i in ids]
+        pools = ([json.loads(i) if i.startswith('"') else i for i in ids], world_strings)
         schemas = [s["function"] for s in env.tool_schemas]
-
-        @st.composite
-        def value_for(draw, schema):
-            kind = schema.get("type")
-            if "enum" in schema and draw(st.booleans()):
-                return draw(st.sampled_from(schema["enum"]))
-            if kind == "string":
-                return draw(st.sampled_from(ids) | st.sampled_from(ids) | st.sampled_from(world_strings)
-                            | st.text(max_size=12))
-            if kind == "integer":
-                return draw(st.integers(-5, 10**6))
-            if kind == "number":
-                return draw(st.floats(allow_nan=False) | st.integers(-5, 100))
-            if kind == "boolean":
-                return draw(st.booleans())
-            if kind == "array":
-                return draw(st.lists(value_for(schema.get("items", {})), max_size=3))
-            return draw(json_values)
-
-        @st.composite
-        def call(draw):
-            fn = draw(st.sampled_from(schemas))
-            props = fn["parameters"].get("properties", {})
-            name = draw(st.sampled_from([fn["name"], fn["name"], fn["name"], draw(st.text(max_size=10))]))
-            mode = draw(st.sampled_from(["plausible", "plausible", "any", "partial"]))
-            if mode == "any":
-                args = draw(st.dictionaries(st.sampled_from(list(props) or ["x"]) | st.text(max_size=5), json_values,
-                                            max_size=4))
-            else:
-                args = {p: draw(value_for(s)) for p, s in props.items() if mode == "plausible" or draw(st.booleans())}
-            if mode == "plausible" and draw(st.booleans()):  # the oracle's call, maybe perturbed
-                known = draw(st.sampled_from(oracle_calls))
-                name, args = known["name"], dict(known["arguments"])
-                schema = next((f for f in schemas if f["name"] == name), fn)["parameters"].get("properties", {})
-                if args and draw(st.booleans()):
-                    key = draw(st.sampled_from(sorted(args)))
-                    args[key] = draw(value_for(schema.get(key, {})))
-            body = json.dumps({"name": name, "arguments": args}, allow_nan=True)
-            fmt = draw(st.sampled_from(["hermes", "hermes", "json", "call", "broken"]))
-            if fmt == "hermes":
-                return f"<tool_call>{body}</tool_call>"
-            if fmt == "json":
-                return f"Let me check. {body}"
-            if fmt == "call":
-                return f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in args.items() if str(k).isidentifier()) + ")"
-            return f"<tool_call>{body[:draw(st.integers(0, len(body)))]}"
-
-        answer = st.dictionaries(st.sampled_from(list(env.output_schema)) | st.text(max_size=6),
-                                 json_values | st.sampled_from(world_strings), max_size=len(env.output_schema) + 1)
+        call = _tool_call(schemas, oracle_calls, pools)
+        expected = dict(env.expected_answer)
+        near = st.tuples(st.sampled_from(sorted(expected)), json_values | st.sampled_from(world_strings)).map(
+            lambda kv: {**expected, kv[0]: kv[1]})
+        answer = near | st.dictionaries(st.sampled_from(list(env.output_schema)) | st.text(max_size=6),
+                                        json_values | st.sampled_from(world_strings),
+                                        max_size=len(env.output_schema) + 1)
         final = st.one_of(answer.map(lambda a: f"<final_answer>{json.dumps(a)}</final_answer>"),
                           st.text(max_size=30).map(lambda t: f"<final_answer>{t}</final_answer>"),
                           json_values.map(lambda v: '<tool_call>{"name": "submit", "arguments": {"answer": '
                                                     + json.dumps(v) + "}}</tool_call>"))
-        one = st.one_of(st.text(max_size=60), call(), call(), call(),
-                        st.lists(call(), min_size=2, max_size=3).map(" ".join))
+        one = st.one_of(st.text(max_size=60), call, call, call, st.lists(call, min_size=2, max_size=3).map(" ".join))
         return st.tuples(st.lists(one, min_size=1, max_size=10), st.lists(final, max_size=1)).map(lambda p: p[0] + p[1])
 
     def check_any_actions(self, data, seed: int) -> None:

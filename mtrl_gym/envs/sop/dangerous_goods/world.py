@@ -128,41 +128,18 @@ def _other_score(rng, score: int) -> int:
     return int(rng.choice([s for s in range(4) if s != score]))
 
 
-def _product_records(rng, code: str, scores, gaps: set[str], noise: int, today: date) -> tuple[dict, dict | None]:
-    """The SDS (with revisions) and the lab report (or None) realising ``scores`` and ``gaps``."""
-    f, t, r, _ = scores
-    latest = {"flash_point": None, "ld50_oral": None, "reactivity_code": None}
-    lab: dict[str, Any] = {"measured_flash_point": None, "reactivity_code": None}
-    has_lab = noise == 0 or rng.random() < 0.75
-    # Flammability: the lab value wins when present.
-    if "flash_point" not in gaps:
-        where = "both" if noise == 0 else ("sds", "lab", "lab_overrides")[int(rng.choice(3, p=[0.5, 0.25, 0.25]))]
-        if where in ("lab", "lab_overrides") and not has_lab:
-            where = "sds"
-        if where in ("sds", "both"):
-            latest["flash_point"] = _flash_record(rng, f, noise)
-        if where == "both":
-            lab["measured_flash_point"] = dict(latest["flash_point"])
-        if where in ("lab", "lab_overrides"):
-            lab["measured_flash_point"] = _flash_record(rng, f, noise)
-        if where == "lab_overrides":
-            latest["flash_point"] = _flash_record(rng, _other_score(rng, f), noise)
-    if "ld50" not in gaps:
-        latest["ld50_oral"] = _ld50_record(rng, t, noise)
-    # Reactivity: the lab code wins when present.
-    if "reactivity" not in gaps:
-        reactivity = f"R{r}"
-        where = "both" if noise == 0 else ("sds", "lab", "lab_overrides")[int(rng.choice(3, p=[0.5, 0.25, 0.25]))]
-        if where in ("lab", "lab_overrides") and not has_lab:
-            where = "sds"
-        if where in ("sds", "both"):
-            latest["reactivity_code"] = reactivity
-        if where in ("lab", "both", "lab_overrides"):
-            lab["reactivity_code"] = reactivity
-        if where == "lab_overrides":
-            latest["reactivity_code"] = f"R{_other_score(rng, r)}"
-        if noise == 2 and rng.random() < 0.3:
-            latest["reactivity_code"] = latest["reactivity_code"] and latest["reactivity_code"].lower()
+def _source(rng, noise: int, has_lab: bool) -> str:
+    """Where a value that the lab may measure is written: ``both`` (noise 0), ``sds``, ``lab``,
+    or ``lab_overrides`` (the lab's value, and a different one on the SDS)."""
+    if noise == 0:
+        return "both"
+    where = ("sds", "lab", "lab_overrides")[int(rng.choice(3, p=[0.5, 0.25, 0.25]))]
+    return "sds" if where != "sds" and not has_lab else where
+
+
+def _revisions(rng, latest: dict[str, Any], noise: int, today: date) -> list[dict[str, Any]]:
+    """The SDS revisions: ``latest`` plus, with noise, superseded ones with other values
+    (listed out of date order at noise 2)."""
     revision_day = today - timedelta(days=int(rng.integers(30, 900)))
     revisions = [{"revision": 1, "revision_date": revision_day.isoformat(), **latest}]
     for k in range(int(rng.integers(0, 1 + noise)) if noise else 0):
@@ -178,7 +155,41 @@ def _product_records(rng, code: str, scores, gaps: set[str], noise: int, today: 
         rng.shuffle(revisions)
     for rev in revisions:
         rev["appearance"] = _APPEARANCE[int(rng.integers(len(_APPEARANCE)))]
-    sds = {"product_code": code, "revisions": revisions}
+    return revisions
+
+
+def _product_records(rng, code: str, scores, gaps: set[str], noise: int, today: date) -> tuple[dict, dict | None]:
+    """The SDS (with revisions) and the lab report (or None) realising ``scores`` and ``gaps``."""
+    f, t, r, _ = scores
+    latest = {"flash_point": None, "ld50_oral": None, "reactivity_code": None}
+    lab: dict[str, Any] = {"measured_flash_point": None, "reactivity_code": None}
+    has_lab = noise == 0 or rng.random() < 0.75
+    # Flammability: the lab value wins when present.
+    if "flash_point" not in gaps:
+        where = _source(rng, noise, has_lab)
+        if where in ("sds", "both"):
+            latest["flash_point"] = _flash_record(rng, f, noise)
+        if where == "both":
+            lab["measured_flash_point"] = dict(latest["flash_point"])
+        if where in ("lab", "lab_overrides"):
+            lab["measured_flash_point"] = _flash_record(rng, f, noise)
+        if where == "lab_overrides":
+            latest["flash_point"] = _flash_record(rng, _other_score(rng, f), noise)
+    if "ld50" not in gaps:
+        latest["ld50_oral"] = _ld50_record(rng, t, noise)
+    # Reactivity: the lab code wins when present.
+    if "reactivity" not in gaps:
+        reactivity = f"R{r}"
+        where = _source(rng, noise, has_lab)
+        if where in ("sds", "both"):
+            latest["reactivity_code"] = reactivity
+        if where in ("lab", "both", "lab_overrides"):
+            lab["reactivity_code"] = reactivity
+        if where == "lab_overrides":
+            latest["reactivity_code"] = f"R{_other_score(rng, r)}"
+        if noise == 2 and rng.random() < 0.3:
+            latest["reactivity_code"] = latest["reactivity_code"] and latest["reactivity_code"].lower()
+    sds = {"product_code": code, "revisions": _revisions(rng, latest, noise, today)}
     if not has_lab:
         return sds, None
     tested = today - timedelta(days=int(rng.integers(5, 400)))
@@ -200,11 +211,8 @@ def _quantity_lines(rng, score: int, noise: int) -> list[dict[str, Any]]:
     return lines
 
 
-def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
-    """One task's world (module docstring); ``difficulty`` holds ``noise`` and ``products``."""
-    noise, n_products = int(difficulty["noise"]), int(difficulty["products"])
-    today = _BASE_DAY + timedelta(days=int(rng.integers(0, 365)))
-    target = CLASSES[int(rng.integers(len(CLASSES)))]
+def _plan(rng, target: str, n_products: int, noise: int) -> list[tuple[tuple[int, int, int, int], set[str]]]:
+    """(scores, gaps) per product: the first of class ``target``, the others not outranking it."""
     while True:
         gov_gaps = _draw_gaps(rng, noise)
         gov = _choose_vector(rng, gov_gaps, target=target)
@@ -217,6 +225,33 @@ def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> d
         if vec is None:
             gaps, vec = set(), gov
         plan.append((vec, gaps))
+    return plan
+
+
+def _shuffle_lines(rng, lines: list[dict[str, Any]], noise: int) -> list[dict[str, Any]]:
+    """With noise, lines of several products interleave and non-dangerous lines are mixed in; numbered."""
+    if noise:
+        rest = lines[1:]
+        rng.shuffle(rest)
+        lines = lines[:1] + rest
+        for _ in range(int(rng.integers(0, 1 + 2 * noise))):
+            pos = int(rng.integers(len(lines) + 1))
+            lines.insert(pos, {"product_code": f"PKG-{int(rng.integers(100, 999))}",
+                               "description": _FILLER[int(rng.integers(len(_FILLER)))],
+                               "un_number": None if rng.random() < 0.7 else "",
+                               "quantity": {"value": round(float(rng.uniform(1, 60)), 2), "unit": "kg"},
+                               "packaging": "carton"})
+    for i, line in enumerate(lines, start=1):
+        line["line"] = i
+    return lines
+
+
+def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
+    """One task's world (module docstring); ``difficulty`` holds ``noise`` and ``products``."""
+    noise, n_products = int(difficulty["noise"]), int(difficulty["products"])
+    today = _BASE_DAY + timedelta(days=int(rng.integers(0, 365)))
+    target = CLASSES[int(rng.integers(len(CLASSES)))]
+    plan = _plan(rng, target, n_products, noise)
     order = rng.permutation(n_products).tolist()
     codes: list[str] = []
     while len(codes) < n_products:
@@ -237,21 +272,7 @@ def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> d
         for qty in _quantity_lines(rng, vec[3], noise):
             lines.append({"product_code": _code_variant(rng, code, noise), "description": sheet["product_name"],
                           "un_number": sheet["un_number"], "quantity": qty, "packaging": packaging})
-    # Lines of several products interleave at higher noise; non-dangerous lines are mixed in.
-    if noise:
-        first = lines[:1]
-        rest = lines[1:]
-        rng.shuffle(rest)
-        lines = first + rest
-        for _ in range(int(rng.integers(0, 1 + 2 * noise))):
-            pos = int(rng.integers(len(lines) + 1))
-            lines.insert(pos, {"product_code": f"PKG-{int(rng.integers(100, 999))}",
-                               "description": _FILLER[int(rng.integers(len(_FILLER)))],
-                               "un_number": None if rng.random() < 0.7 else "",
-                               "quantity": {"value": round(float(rng.uniform(1, 60)), 2), "unit": "kg"},
-                               "packaging": "carton"})
-    for i, line in enumerate(lines, start=1):
-        line["line"] = i
+    lines = _shuffle_lines(rng, lines, noise)
     origin, destination = rng.choice(len(_CITIES), size=2, replace=False).tolist()
     shipment = {"shipment_id": f"SHP-{int(rng.integers(100000, 999999))}",
                 "shipper": _messy(rng, _SHIPPERS[int(rng.integers(len(_SHIPPERS)))], noise),

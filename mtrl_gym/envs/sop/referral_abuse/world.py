@@ -145,6 +145,107 @@ def _indicator_sets(rng, n: int, flagged: int, payment: bool) -> list[set[str]]:
     return sets
 
 
+def _creation_days(rng, n: int, velocity: bool) -> list[int]:
+    """Days before the review date of each reviewed referral's creation: with velocity, 5 or more
+    in the last 7 days (days 0-4), else at most 4; the others well inside the 90-day window."""
+    recent = int(rng.integers(VELOCITY_MIN, n + 1)) if velocity else int(rng.integers(0, min(VELOCITY_MIN - 1, n) + 1))
+    days = [int(rng.integers(0, 5)) for _ in range(recent)] + [int(rng.integers(9, WINDOW_DAYS - 2))
+                                                               for _ in range(n - recent)]
+    rng.shuffle(days)
+    return days
+
+
+class _Builder:
+    """Writes the records of one world: accounts, activity records and referrals, from id pools."""
+
+    def __init__(self, rng, noise: int, review_end: datetime, n: int):
+        self.rng, self.noise, self.review_end = rng, noise, review_end
+        self.referrer_id, *self.account_ids = _ids(rng, "AC-", 1 + n + 6)
+        self.home = _address(rng)
+        devices = _ids(rng, "dev_", 2 + 2 * n + 8, width=8)
+        cards = _ids(rng, "fp_", 2 + n + 8, width=8)
+        self.referrer_devices, self.spare_devices = devices[:2], devices[2:]
+        self.referrer_cards, self.spare_cards = cards[:2], cards[2:]
+        self.referral_ids = _ids(rng, "RF-", n + 6, width=5)
+        self.accounts: dict[str, dict[str, Any]] = {}
+        self.activity: dict[str, dict[str, Any]] = {}
+        self.referrals: list[dict[str, Any]] = []
+
+    def account(self, acc_id: str, opened_at: datetime, device_ids, card_fps, address: str, warnings: int) -> None:
+        rng = self.rng
+        first, last = _pick(rng, _FIRST), _pick(rng, _LAST)
+        self.accounts[acc_id] = {
+            "account_id": acc_id, "name": f"{first} {last}", "opened_at": _stamp(rng, opened_at, self.noise),
+            "status": _status(rng, "active", self.noise), "segment": _pick(rng, _SEGMENTS), "address": address,
+            "device_ids": list(device_ids),
+            "payment_methods": [{"type": _pick(rng, ("card", "bank_account")), "fingerprint": fp} for fp in card_fps],
+            "prior_warnings": warnings}
+
+    def referral(self, rid: str, acc: str, created: datetime, status: str, bonus_status: str) -> None:
+        self.referrals.append({"referral_id": rid, "referred_account_id": acc,
+                               "created_at": _stamp(self.rng, created, self.noise),
+                               "status": _status(self.rng, status, self.noise),
+                               "bonus": {"amount": _pick(self.rng, _BONUSES), "currency": "EUR",
+                                         "status": bonus_status}})
+
+    def device_owners(self, sets: list[set[str]]) -> dict[int, str]:
+        """Shared-device referrals: some pairs share a fresh device, the rest use one of the referrer's."""
+        with_device = [i for i in range(len(sets)) if "shared_device" in sets[i]]
+        self.rng.shuffle(with_device)
+        device_of: dict[int, str] = {}
+        while len(with_device) >= 2 and self.rng.random() < 0.4:
+            shared = self.spare_devices.pop()
+            device_of[with_device.pop()] = device_of[with_device.pop()] = shared
+        for i in with_device:
+            device_of[i] = _pick(self.rng, self.referrer_devices)
+        return device_of
+
+    def other_address(self) -> str:
+        """An address that is not the referrer's (at noise 2 often only the apartment differs)."""
+        home, rng = self.home, self.rng
+        other = {**home, "apt": home["apt"] % 39 + 1} if self.noise == 2 and rng.random() < 0.4 else _address(rng)
+        while _same_place(other, home):
+            other = _address(rng)
+        return _format_address(rng, other, self.noise)
+
+    def reviewed(self, i: int, indicators: set[str], days_back: int, device: str | None) -> None:
+        """Reviewed referral ``i`` and its account, realising exactly ``indicators``."""
+        rng, noise = self.rng, self.noise
+        created = self.review_end + timedelta(days=-days_back, minutes=int(rng.integers(30, 23 * 60)),
+                                              seconds=int(rng.integers(60)))
+        if "rapid_signup" in indicators:
+            minutes = float(rng.uniform(1, 8.5))
+        else:  # at least 15 minutes, and never after the end of the review date
+            room = (self.review_end + timedelta(days=1) - created).total_seconds() / 60 - 1
+            minutes = float(rng.uniform(15, min(6 * 24 * 60, room)))
+        acc = self.account_ids[i]
+        cards = [self.spare_cards.pop()] + ([_pick(rng, self.referrer_cards)] if "shared_payment" in indicators else [])
+        address = _format_address(rng, self.home, noise) if "shared_address" in indicators else self.other_address()
+        self.account(acc, created + timedelta(minutes=minutes), [device or self.spare_devices.pop()], cards, address, 0)
+        self.activity[acc] = _activity(rng, acc, "low_activity" in indicators, noise)
+        status = "completed" if rng.random() < 0.75 else "pending"
+        bonus = "paid" if status == "completed" else "pending"
+        if status == "completed" and noise and rng.random() < 0.15:
+            bonus = "withheld"
+        self.referral(self.referral_ids[i], acc, created, status, bonus)
+
+    def ignored(self, slot: int, n: int) -> None:
+        """A cancelled referral in the window or an old one outside it; its account may share a
+        device with a reviewed referral's account, which must not count."""
+        rng = self.rng
+        acc, rid = self.account_ids[slot], self.referral_ids[slot]
+        cancelled = rng.random() < 0.5
+        back = int(rng.integers(1, WINDOW_DAYS - 2)) if cancelled else int(rng.integers(WINDOW_DAYS + 6, 400))
+        created = self.review_end + timedelta(days=-back, minutes=int(rng.integers(30, 23 * 60)))
+        lure = self.accounts[self.account_ids[int(rng.integers(n))]]["device_ids"][0] if rng.random() < 0.5 \
+            else self.spare_devices.pop()
+        address = _format_address(rng, self.home if rng.random() < 0.3 else _address(rng), self.noise)
+        self.account(acc, created + timedelta(minutes=float(rng.uniform(1, 300))), [lure], [self.spare_cards.pop()],
+                     address, 0)
+        self.activity[acc] = _activity(rng, acc, bool(rng.random() < 0.5), self.noise)
+        self.referral(rid, acc, created, "cancelled" if cancelled else "completed", "withheld" if cancelled else "paid")
+
+
 def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
     """One task's world (module docstring); ``difficulty`` holds ``noise`` and ``referrals``."""
     noise, most = int(difficulty["noise"]), int(difficulty["referrals"])
@@ -159,95 +260,22 @@ def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> d
             break
     flagged, payment, velocity = _pick(rng, combos)
     sets = _indicator_sets(rng, n, flagged, payment)
-    # Days before the review date of each reviewed referral's creation (velocity: the last 7 days).
-    recent = int(rng.integers(VELOCITY_MIN, n + 1)) if velocity else int(rng.integers(0, min(VELOCITY_MIN - 1, n) + 1))
-    days = [int(rng.integers(0, 5)) for _ in range(recent)] + [int(rng.integers(9, WINDOW_DAYS - 2))
-                                                               for _ in range(n - recent)]
-    rng.shuffle(days)
-
-    referrer_id, *other_ids = _ids(rng, "AC-", 1 + n + 6)
-    home = _address(rng)
-    devices = _ids(rng, "dev_", 2 + 2 * n + 8, width=8)
-    cards = _ids(rng, "fp_", 2 + n + 8, width=8)
-    referrer_devices, spare_devices = devices[:2], devices[2:]
-    referrer_cards, spare_cards = cards[:2], cards[2:]
-    accounts: dict[str, dict[str, Any]] = {}
-    activity: dict[str, dict[str, Any]] = {}
-    referrals: list[dict[str, Any]] = []
-    opened = review_end - timedelta(days=int(rng.integers(200, 900)))
-
-    def account(acc_id: str, opened_at: datetime, device_ids, card_fps, address: str, warnings: int):
-        first, last = _pick(rng, _FIRST), _pick(rng, _LAST)
-        accounts[acc_id] = {"account_id": acc_id, "name": f"{first} {last}", "opened_at": _stamp(rng, opened_at, noise),
-                            "status": _status(rng, "active", noise), "segment": _pick(rng, _SEGMENTS),
-                            "address": address, "device_ids": list(device_ids),
-                            "payment_methods": [{"type": _pick(rng, ("card", "bank_account")), "fingerprint": fp}
-                                                for fp in card_fps],
-                            "prior_warnings": warnings}
-
-    account(referrer_id, opened, referrer_devices, referrer_cards, _format_address(rng, home, noise),
-            int(rng.integers(1, 4)) if warned else 0)
-
-    # Device sharing: some pairs of shared-device referrals share a fresh device, the rest the referrer's.
-    with_device = [i for i in range(n) if "shared_device" in sets[i]]
-    rng.shuffle(with_device)
-    device_of: dict[int, str] = {}
-    while len(with_device) >= 2 and rng.random() < 0.4:
-        shared = spare_devices.pop()
-        device_of[with_device.pop()] = device_of[with_device.pop()] = shared
-    for i in with_device:
-        device_of[i] = _pick(rng, referrer_devices)
-    referral_ids = _ids(rng, "RF-", n + 6, width=5)
+    days = _creation_days(rng, n, velocity)
+    b = _Builder(rng, noise, review_end, n)
+    b.account(b.referrer_id, review_end - timedelta(days=int(rng.integers(200, 900))), b.referrer_devices,
+              b.referrer_cards, _format_address(rng, b.home, noise), int(rng.integers(1, 4)) if warned else 0)
+    device_of = b.device_owners(sets)
     for i in range(n):
-        created = review_end + timedelta(days=-days[i], minutes=int(rng.integers(30, 23 * 60)), seconds=int(rng.integers(60)))
-        if "rapid_signup" in sets[i]:
-            minutes = float(rng.uniform(1, 8.5))
-        else:  # at least 15 minutes, and never after the end of the review date
-            room = (review_end + timedelta(days=1) - created).total_seconds() / 60 - 1
-            minutes = float(rng.uniform(15, min(6 * 24 * 60, room)))
-        acc = other_ids[i]
-        cards_i = [spare_cards.pop()] + ([_pick(rng, referrer_cards)] if "shared_payment" in sets[i] else [])
-        if "shared_address" in sets[i]:
-            address = _format_address(rng, home, noise)
-        else:
-            near = noise == 2 and rng.random() < 0.4
-            other = {**home, "apt": home["apt"] % 39 + 1} if near else _address(rng)
-            while _same_place(other, home):
-                other = _address(rng)
-            address = _format_address(rng, other, noise)
-        account(acc, created + timedelta(minutes=minutes), [device_of.get(i) or spare_devices.pop()], cards_i, address, 0)
-        activity[acc] = _activity(rng, acc, "low_activity" in sets[i], noise)
-        status = "completed" if rng.random() < 0.75 else "pending"
-        bonus_status = "paid" if status == "completed" else "pending"
-        if status == "completed" and noise and rng.random() < 0.15:
-            bonus_status = "withheld"
-        referrals.append({"referral_id": referral_ids[i], "referred_account_id": acc,
-                          "created_at": _stamp(rng, created, noise), "status": _status(rng, status, noise),
-                          "bonus": {"amount": _pick(rng, _BONUSES), "currency": "EUR", "status": bonus_status}})
-    # Ignored referrals: cancelled ones in the window, and old ones outside it. Their accounts may
-    # share a device with a reviewed referral's account, which must not count.
-    extra = int(rng.integers(0, 2 + 2 * noise)) if noise else 0
-    for k in range(extra):
-        acc, rid = other_ids[n + k], referral_ids[n + k]
-        cancelled = rng.random() < 0.5
-        back = int(rng.integers(1, WINDOW_DAYS - 2)) if cancelled else int(rng.integers(WINDOW_DAYS + 6, 400))
-        created = review_end + timedelta(days=-back, minutes=int(rng.integers(30, 23 * 60)))
-        lure = [accounts[other_ids[int(rng.integers(n))]]["device_ids"][0]] if rng.random() < 0.5 \
-            else [spare_devices.pop()]
-        account(acc, created + timedelta(minutes=float(rng.uniform(1, 300))), lure, [spare_cards.pop()],
-                _format_address(rng, home if rng.random() < 0.3 else _address(rng), noise), 0)
-        activity[acc] = _activity(rng, acc, bool(rng.random() < 0.5), noise)
-        referrals.append({"referral_id": rid, "referred_account_id": acc, "created_at": _stamp(rng, created, noise),
-                          "status": _status(rng, "cancelled" if cancelled else "completed", noise),
-                          "bonus": {"amount": _pick(rng, _BONUSES), "currency": "EUR",
-                                    "status": "withheld" if cancelled else "paid"}})
-    order = rng.permutation(len(referrals)).tolist()
-    return {"review_date": review.isoformat(), "referrer_id": referrer_id, "accounts": accounts,
-            "activity": activity, "referrals": {referrer_id: [referrals[i] for i in order]},
+        b.reviewed(i, sets[i], days[i], device_of.get(i))
+    for k in range(int(rng.integers(0, 2 + 2 * noise)) if noise else 0):
+        b.ignored(n + k, n)
+    order = rng.permutation(len(b.referrals)).tolist()
+    return {"review_date": review.isoformat(), "referrer_id": b.referrer_id, "accounts": b.accounts,
+            "activity": b.activity, "referrals": {b.referrer_id: [b.referrals[i] for i in order]},
             "case_id": f"RAC-{int(rng.integers(100000, 999999))}", "cases": [],
             "plan": {"severity": target, "prior_warning": warned, "flagged": flagged, "payment": payment,
                      "velocity": velocity, "reviewed": n,
-                     "indicators": {referral_ids[i]: sorted(sets[i]) for i in range(n)}}}
+                     "indicators": {b.referral_ids[i]: sorted(sets[i]) for i in range(n)}}}
 
 
 def _activity(rng, acc: str, low: bool, noise: int) -> dict[str, Any]:
