@@ -123,6 +123,13 @@ def test_distractors_are_counted_and_hidden_when_the_knob_is_off():
     assert "get_weather" in {t["function"]["name"] for t in info["tools"]}
 
 
+def test_budgets_default_to_the_domains_and_leave_a_turn_per_call():
+    assert (ToyEnv().max_tool_calls, ToyEnv().max_turns) == (30, 40)
+    assert (ToyEnv(max_tool_calls=5).max_turns, ToyEnv(max_tool_calls=5, max_turns=7).max_turns) == (15, 7)
+    with pytest.raises(ConfigError, match="`max_tool_calls` must be an int >= 1, got 0"):
+        ToyEnv(max_tool_calls=0)
+
+
 def test_sampled_tasks_come_from_the_split_seed_range():
     for split in ("train", "val"):
         env = ToyEnv(split=split)
@@ -155,8 +162,8 @@ def test_stale_or_broken_task_rows_raise_naming_the_task():
 
 @pytest.mark.parametrize("difficulty,match", [
     ({"noise": 3}, r"'noise' must be one of \(0, 1, 2\), got 3"),
-    ({"noise": True}, "knob 'noise' of Toy must be a int"),
-    ({"distractors": "no"}, "knob 'distractors' of Toy must be a bool"),
+    ({"noise": True}, "knob 'noise' of Toy must be of type int"),
+    ({"distractors": "no"}, "knob 'distractors' of Toy must be of type bool"),
     ({"flags": 9}, "'flags' must be in 0..3, got 9"),
     ({"steps": 1}, r"unknown difficulty knob 'steps' for Toy. Its knobs are \['distractors', 'flags', 'noise'\]"),
 ])

@@ -179,7 +179,7 @@ class SOPDomain(ABC):
             else:
                 ok = isinstance(value, type(default))
             if not ok:
-                raise ConfigError(f"difficulty knob {key!r} of {self.name} must be a {type(default).__name__} "
+                raise ConfigError(f"difficulty knob {key!r} of {self.name} must be of type {type(default).__name__} "
                                   f"(like its default {default!r}), got {value!r}")
             merged[key] = value
         self.check_difficulty(merged)
@@ -327,12 +327,13 @@ class SOPEnv(ToolSandboxEnv):
         self._result: GradeResult | None = None
         self._pristine: dict[str, Any] | None = None
         calls = domain.max_tool_calls if max_tool_calls is None else max_tool_calls
+        if max_turns is None:  # room for one call per turn, the answer, and some slack
+            max_turns = calls + 10 if isinstance(calls, int) and not isinstance(calls, bool) else 30
         final = FinalAnswer(schema={}, answer_description="The final JSON object, with exactly the keys of the "
                                                           "answer format: " + ", ".join(self.output_schema) + ".")
         super().__init__(tools=list(domain.tools.values()), tasks=tasks, system_prompt=domain.system_text(),
                          final_answer=final, mode="live", max_tool_calls=calls,
-                         max_turns=max_turns if max_turns is not None else (calls + 10 if isinstance(calls, int)
-                                                                            else 30),
+                         max_turns=max_turns,
                          max_result_chars=max_result_chars, tool_exceptions=tool_exceptions, render_mode=render_mode)
         self._use_tools(bool(self.difficulty.get("distractors", True)))
 
