@@ -286,6 +286,7 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
     config = config or EvalConfig()
     pool = pool or ModelPool()
     runs = list(runs)
+    _check_outputs(report=report, mlflow=mlflow)
     rows = resolve_tasks(env_id, tasks=tasks, split=split, limit=limit)
     curves = _curves(training_run, training_keys, tracking_uri)
     maker, task_ids, failure_reward = _preflight(env_id, runs, rows, config, pool)
@@ -312,6 +313,18 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
         pool.close()
     return _finish(env_id, runs, rows, task_ids, config, store, curves, report=report, mlflow=mlflow,
                    tracking_uri=tracking_uri, experiment=experiment, training_run=training_run)
+
+
+def _check_outputs(*, report: bool, mlflow: bool) -> None:
+    """Missing plotting or tracking packages fail before the episodes, not after them."""
+    import importlib.util
+
+    from mtrl_gym.error import DependencyNotInstalled
+
+    if report and importlib.util.find_spec("matplotlib") is None:
+        raise DependencyNotInstalled("matplotlib", extra="train", hint="pip install matplotlib (or report=False)")
+    if mlflow and importlib.util.find_spec("mlflow") is None:
+        raise DependencyNotInstalled("mlflow", extra="train", hint="pip install mlflow (or pass --no-mlflow)")
 
 
 def _curves(training_run, keys, tracking_uri):

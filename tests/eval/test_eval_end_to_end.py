@@ -242,3 +242,19 @@ def test_cli_reports_bad_input_as_an_error_message(tmp_path, capsys):
     assert "--resume needs --out" in capsys.readouterr().err
     assert main(["eval", "--no-mlflow"]) == 2
     assert "nothing to evaluate" in capsys.readouterr().err
+
+
+def test_missing_report_or_tracking_packages_fail_before_any_episode(tmp_path, monkeypatch):
+    import importlib.util
+
+    from mtrl_gym.error import DependencyNotInstalled
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("matplotlib", "mlflow")
+                        else real(name, *a))
+    runs = [RunSpec("solver", policy="solver")]
+    with pytest.raises(DependencyNotInstalled, match=r"matplotlib is not installed.*report=False"):
+        evaluate("mtrl/Wordle-v0", runs, split="val", limit=1, out_dir=tmp_path / "a")
+    with pytest.raises(DependencyNotInstalled, match=r"mlflow is not installed.*--no-mlflow"):
+        evaluate("mtrl/Wordle-v0", runs, split="val", limit=1, out_dir=tmp_path / "b", report=False, mlflow=True)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
