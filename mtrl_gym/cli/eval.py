@@ -45,8 +45,8 @@ def register(sub) -> None:
                       help="add a reference-policy row (repeatable)")
     tasks = p.add_argument_group("tasks")
     tasks.add_argument("--tasks", default=None, help="task file (JSONL/JSON/CSV/Parquet)")
-    tasks.add_argument("--split", default=None, help="named split: train, val, all (Wordle) or seeds:N "
-                       "(default: val for Wordle)")
+    tasks.add_argument("--split", default=None, help="named split: train, val (Wordle, SOP domains), all "
+                       "(Wordle) or seeds:N (default: val where the env has one)")
     tasks.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
     serve = p.add_argument_group("serving settings (every model run)")
     serve.add_argument("-n", "--n", type=int, default=8, help="samples per task (default: %(default)s)")
@@ -137,9 +137,11 @@ def run(args) -> int:
         raise ConfigError("--resume needs --out DIR (the folder of the evaluation to continue)")
     split = args.split
     if split is None and args.tasks is None:
-        split = "val" if args.env_id.removeprefix("mtrl_gym:").startswith("mtrl/Wordle") else None
-        if split is None:
+        from mtrl_gym.evaluation.tasks import split_names
+
+        if "val" not in split_names(args.env_id):
             raise ConfigError(f"give --tasks FILE or --split (e.g. seeds:100) for {args.env_id}")
+        split = "val"
     mlflow = args.mlflow
     if mlflow is None:
         import importlib.util

@@ -4,8 +4,10 @@ A report places each model between two reference rows played through the same en
 tasks and seeds:
 
 * ``solver``: the env's built-in near-optimal player. Wordle: the entropy solver
-  (:class:`mtrl_gym.envs.wordle.solver.SolverPolicy`, hard-mode aware). Envs without one
-  raise :class:`~mtrl_gym.error.ConfigError`.
+  (:class:`mtrl_gym.envs.wordle.solver.SolverPolicy`, hard-mode aware). SOP domains: the
+  domain's reference procedure (:func:`mtrl_gym.envs.sop.play_oracle`), played at each
+  reset on a twin env with the same seed and task and then replayed message by message.
+  Envs without one raise :class:`~mtrl_gym.error.ConfigError`.
 * ``random``: Wordle plays a uniformly random allowed word every turn, as a well-formed
   tool call. Any other env gets a random call of a random tool from ``info["tools"]``
   with arguments drawn from each parameter's JSON-schema type (``enum`` values, short
@@ -13,7 +15,8 @@ tasks and seeds:
   env has no tools.
 
 A policy is a callable ``action = policy(observation, info)`` with
-``reset(info, rng)`` called after every ``env.reset``. :func:`play_episode` runs one
+``reset(info, rng, seed=..., task=...)`` called after every ``env.reset`` (the reset info,
+a generator seeded per episode, and the episode's reset seed and task row). :func:`play_episode` runs one
 episode and returns a :class:`~mtrl_gym.trainers.trajectory.Trajectory` like the rollout
 engine's, with the token fields left empty.
 """
@@ -34,7 +37,7 @@ from mtrl_gym.trainers.chat import env_reply_messages
 from mtrl_gym.trainers.rollout_metrics import episode_metrics
 from mtrl_gym.trainers.trajectory import Trajectory, json_safe
 
-__all__ = ["make_policy", "play_episode", "RandomWordlePolicy", "RandomToolPolicy", "SolverBaseline",
+__all__ = ["make_policy", "play_episode", "RandomWordlePolicy", "RandomToolPolicy", "SolverBaseline", "OracleReplay",
            "POLICY_MAX_TURNS", "TOKEN_METRICS"]
 
 #: Turn cap of a policy episode when the evaluation sets no ``max_turns``.
@@ -56,7 +59,7 @@ class SolverBaseline:
 
         self._policy = SolverPolicy(WordleSolver(hard_mode=hard_mode))
 
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator) -> None:
+    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
         self._policy.reset()
 
     def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
@@ -72,7 +75,7 @@ class RandomWordlePolicy:
         self._words = allowed_guesses()
         self._rng = np.random.default_rng(0)
 
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator) -> None:
+    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
         self._rng = rng
 
     def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
@@ -86,7 +89,7 @@ class RandomToolPolicy:
         self._tools: list[dict[str, Any]] = []
         self._rng = np.random.default_rng(0)
 
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator) -> None:
+    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
         self._tools = [t.get("function", t) for t in info.get("tools") or [] if isinstance(t, Mapping)]
         self._rng = rng
 
@@ -121,16 +124,60 @@ class RandomToolPolicy:
         return self._word()
 
 
+class OracleReplay:
+    """An SOP domain's reference procedure as a text policy.
+
+    At each reset the oracle plays the episode on a twin env (same registered id and
+    arguments, same seed and task); its messages are then replayed in order, so the real
+    env sees exactly the oracle's calls and answer. If the oracle cannot finish a task
+    (:class:`~mtrl_gym.envs.sop.OracleError`), what it did is replayed and the episode
+    ends like any other that stops short.
+    """
+
+    def __init__(self, env: gymnasium.Env):
+        spec = env.unwrapped.spec
+        if spec is None:
+            raise ConfigError(f"the oracle baseline needs a registered env (made with gymnasium.make), got "
+                              f"{type(env.unwrapped).__name__} without a spec")
+        self._twin = gymnasium.make(spec)
+        self._actions: list[str] = []
+
+    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, *, seed: int | None = None,
+              task: Mapping[str, Any] | None = None, **episode: Any) -> None:
+        from mtrl_gym.envs.sop import OracleError, play_oracle
+
+        transcript: list[tuple[str, str]] = []
+        try:
+            play_oracle(self._twin, seed=seed, options={"task": dict(task)} if task is not None else None,
+                        transcript=transcript)
+        except OracleError:
+            pass
+        self._actions = [action for action, _ in transcript[1:]]
+
+    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
+        return self._actions.pop(0) if self._actions else ""
+
+
+def _is_sop(env: gymnasium.Env) -> bool:
+    try:
+        from mtrl_gym.envs.sop.base import SOPEnv
+    except ImportError:
+        return False
+    return isinstance(env.unwrapped, SOPEnv)
+
+
 def make_policy(name: str, env: gymnasium.Env):
     """The reference policy ``name`` (``"solver"`` or ``"random"``) for ``env``."""
     from mtrl_gym.envs.wordle.env import WordleEnv
 
     wordle = isinstance(env.unwrapped, WordleEnv)
     if name == "solver":
-        if not wordle:
-            raise ConfigError(f"no built-in solver for {env.unwrapped.__class__.__name__}; the solver "
-                              "baseline exists for the Wordle envs. Use --policy random, or leave it out")
-        return SolverBaseline(hard_mode=bool(getattr(env.unwrapped, "hard_mode", False)))
+        if wordle:
+            return SolverBaseline(hard_mode=bool(getattr(env.unwrapped, "hard_mode", False)))
+        if _is_sop(env):
+            return OracleReplay(env)
+        raise ConfigError(f"no built-in solver for {env.unwrapped.__class__.__name__}; the solver baseline exists "
+                          "for the Wordle and SOP envs. Use --policy random, or leave it out")
     if name == "random":
         return RandomWordlePolicy() if wordle else RandomToolPolicy()
     raise ConfigError(f"unknown policy {name!r}; use 'solver' or 'random'")
@@ -155,7 +202,7 @@ def play_episode(env: gymnasium.Env, policy, task: Mapping[str, Any] | None, *, 
         system = str(info.get("system_prompt") or "")
         traj.messages = ([{"role": "system", "content": system}] if system else []) + \
             [{"role": "user", "content": str(obs)}]
-        policy.reset(info, np.random.default_rng([seed, task_index, sample_index]))
+        policy.reset(info, np.random.default_rng([seed, task_index, sample_index]), seed=seed, task=task)
         limit = max_turns or POLICY_MAX_TURNS
         stop = "max_turns"
         for _ in range(limit):

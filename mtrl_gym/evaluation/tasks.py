@@ -6,8 +6,10 @@ every row, so a broken task fails before the first episode rather than in the mi
 a run.
 
 Named splits: ``train`` and ``val`` for the Wordle envs (:func:`mtrl_gym.datasets.wordle_split`,
-the managed service's files), ``all`` (every Wordle answer), and ``seeds:N`` for any env
-(N tasks drawn from the reset seeds ``seed, seed + 1, ...``).
+the managed service's files) and ``all`` (every Wordle answer); ``train`` and ``val`` for
+the SOP domains (:func:`mtrl_gym.envs.sop.generate_tasks`, split-disjoint worlds, the
+first ``limit`` or :data:`SOP_SPLIT_SIZE` tasks); and ``seeds:N`` for any env (N tasks
+drawn from the reset seeds ``seed, seed + 1, ...``).
 
 >>> len(resolve_tasks("mtrl/Wordle-v0", split="val")), resolve_tasks("mtrl/Wordle-v0", split="seeds:3")
 (128, [None, None, None])
@@ -25,14 +27,35 @@ import gymnasium
 
 from mtrl_gym.error import ConfigError, DatasetError, InvalidTask
 
-__all__ = ["resolve_tasks", "check_tasks", "tasks_digest", "split_names"]
+__all__ = ["resolve_tasks", "check_tasks", "tasks_digest", "split_names", "SOP_SPLIT_SIZE"]
 
 _WORDLE_SPLITS = ("train", "val", "all")
+_SOP_SPLITS = ("train", "val")
+#: Tasks of an SOP split when no ``limit`` is given (the size of Wordle's validation split).
+SOP_SPLIT_SIZE = 128
 
 
 def split_names(env_id: str) -> list[str]:
     """The named splits of ``env_id`` (``seeds:N`` works for every env)."""
-    return (list(_WORDLE_SPLITS) if _is_wordle(env_id) else []) + ["seeds:N"]
+    if _is_wordle(env_id):
+        return [*_WORDLE_SPLITS, "seeds:N"]
+    return [*_SOP_SPLITS, "seeds:N"] if _sop_domain(env_id) is not None else ["seeds:N"]
+
+
+def _sop_domain(env_id: str):
+    """The SOP domain of ``env_id``, or ``None`` for other (or unknown) envs."""
+    if not env_id.removeprefix("mtrl_gym:").startswith("mtrl/SOP-"):
+        return None
+    from mtrl_gym import registry
+
+    try:
+        env = registry.make(env_id)
+    except Exception:  # noqa: BLE001 - unknown ids are reported later, with close matches
+        return None
+    try:
+        return getattr(env.unwrapped, "domain", None)
+    finally:
+        env.close()
 
 
 def _is_wordle(env_id: str) -> bool:
@@ -51,7 +74,7 @@ def resolve_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[st
     if limit is not None and limit < 1:
         raise ConfigError(f"`limit` must be >= 1, got {limit!r}")
     if split is not None:
-        rows = _split(env_id, split)
+        rows = _split(env_id, split, limit)
     elif isinstance(tasks, (str, os.PathLike)):
         from mtrl_gym.datasets import read_tasks
 
@@ -63,7 +86,7 @@ def resolve_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[st
     return rows[:limit] if limit else rows
 
 
-def _split(env_id: str, split: str) -> list[dict[str, Any] | None]:
+def _split(env_id: str, split: str, limit: int | None) -> list[dict[str, Any] | None]:
     if split.startswith("seeds:"):
         try:
             count = int(split.split(":", 1)[1])
@@ -81,6 +104,12 @@ def _split(env_id: str, split: str) -> list[dict[str, Any] | None]:
             return [{"answer": a, "id": f"wordle_all_{i:04d}"} for i, a in enumerate(answers())]
         train, val = wordle_split()
         return train if split == "train" else val
+    if split in _SOP_SPLITS:
+        domain = _sop_domain(env_id)
+        if domain is not None:
+            from mtrl_gym.envs.sop import generate_tasks
+
+            return generate_tasks(domain, limit or SOP_SPLIT_SIZE, split=split)
     raise ConfigError(f"unknown split {split!r} for {env_id}; use one of {split_names(env_id)} or a task file")
 
 

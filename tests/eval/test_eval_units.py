@@ -83,6 +83,8 @@ def test_system_prompt_variants(tmp_path):
 
 def test_resolve_tasks_sources(tmp_path):
     assert len(resolve_tasks("mtrl/Wordle-v0", split="val")) == 128
+    sop = resolve_tasks("mtrl/SOP-DangerousGoods-v0", split="train", limit=3)
+    assert [t["id"] for t in sop] == [f"sop-dangerous-goods-train-0000{i}" for i in range(3)]
     assert resolve_tasks("mtrl/Wordle-v0", split="train", limit=2)[1]["id"] == "wordle_train_0001"
     assert resolve_tasks("mtrl/Wordle-v0", split="seeds:2") == [None, None]
     path = write_tasks([{"prompt": "p", "answer": "crane", "id": "a"}], tmp_path / "t.jsonl")
@@ -155,6 +157,21 @@ def test_reference_policies_play_wordle():
     assert a.metrics["format_errors"] == 0 and a.metrics["tool_calls"] == 6
 
 
+def test_sop_oracle_and_random_baselines(tmp_path):
+    from mtrl_gym.eval import evaluate
+
+    runs = [RunSpec("solver", policy="solver"), RunSpec("random", policy="random")]
+    result = evaluate("mtrl/SOP-DangerousGoods-v0", runs, split="val", limit=2, config=EvalConfig(n=1),
+                      out_dir=tmp_path, report=False)
+    assert result.summary["task_ids"] == ["sop-dangerous-goods-val-00000", "sop-dangerous-goods-val-00001"]
+    solver, rand = result.run("solver"), result.run("random")
+    assert solver["success_rate"]["value"] == 1.0 and solver["trajectory"]["format_error_rate"] == 0.0
+    assert rand["success_rate"]["value"] == 0.0 and rand["trajectory"]["tool_calls"] > 0
+    first = read_records(tmp_path / "trajectories" / "solver.jsonl")[0]
+    said = [m["content"] for m in first["messages"] if m["role"] == "assistant"]
+    assert '"name": "submit"' in said[-1]  # the oracle's answer, replayed
+
+
 def test_random_tool_policy_follows_schemas():
     import numpy as np
 
@@ -173,7 +190,7 @@ def test_policy_episode_that_raises_is_a_failed_record():
     env = gymnasium.make("mtrl/Wordle-v0")
 
     class Broken:
-        def reset(self, info, rng):
+        def reset(self, info, rng, **episode):
             pass
 
         def __call__(self, obs, info):
