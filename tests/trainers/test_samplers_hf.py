@@ -31,6 +31,8 @@ def test_kv_reuse_matches_sampling_from_scratch_over_turns(tiny_model, chatml_to
     reuse, scratch = HFSampler(tiny_model, tok), HFSampler(tiny_model, tok, kv_reuse=False)
     assert reuse.kv_reuse and not scratch.kv_reuse
     prompts = _prompts(tok)
+    prev: list[list[int]] = []
+    prev_out: list[list[int]] = []
     for turn in range(3):
         a = reuse.sample([SampleRequest(p, GREEDY, session_id=f"ep{i}") for i, p in enumerate(prompts)])
         b = scratch.sample([SampleRequest(p, GREEDY, session_id=f"ep{i}") for i, p in enumerate(prompts)])
