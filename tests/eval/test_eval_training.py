@@ -94,8 +94,9 @@ def test_eval_with_a_hacked_training_run_flags_it_and_plots_the_curves(tmp_path,
     assert "training settings: temperature 1, val_temperature 0" in report
 
 
-def test_mlflow_training_run_and_eval_logging_share_one_store(tmp_path):
+def test_mlflow_training_run_and_eval_logging_share_one_store(tmp_path, monkeypatch):
     pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)  # MLflow puts artifacts under ./mlruns of the working directory
     from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
@@ -126,3 +127,4 @@ def test_mlflow_training_run_and_eval_logging_share_one_store(tmp_path):
     artifacts = {a.path for a in client.list_artifacts(logged["parent_run_id"])}
     assert {"summary.json", "eval_config.json", "report"} <= artifacts
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["mlflow"] == logged
+    assert (tmp_path / "mlruns").is_dir()
