@@ -60,9 +60,12 @@ from mtrl_gym.trainers.rollout_metrics import STOP_REASONS, aggregate_metrics, e
 from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
 from mtrl_gym.trainers.trajectory import Trajectory, json_safe
 
-__all__ = ["RolloutConfig", "RolloutEngine", "collect", "aggregate_metrics", "STOP_REASONS"]
+__all__ = ["RolloutConfig", "RolloutEngine", "collect", "aggregate_metrics", "STOP_REASONS", "UNFINISHED_STOPS"]
 
 EnvSource = str | Callable[[], gymnasium.Env]
+
+#: Stop reasons of episodes that ended without an outcome (see ``RolloutConfig.unfinished_reward``).
+UNFINISHED_STOPS = frozenset({"truncated", "max_turns", "token_budget", "context_length"})
 
 
 @dataclass
@@ -89,6 +92,12 @@ class RolloutConfig:
     (:func:`mtrl_gym.trainers.chat.env_reply_messages`)."""
     failure_reward: float | None = None
     """Reward of a failed episode; ``None`` reads the env's ``reward_range[0]``."""
+    unfinished_reward: float | str = "min"
+    """Reward of an episode that ends without an outcome (``truncated`` by a wrapper, or cut
+    at ``max_turns``, the token budget or the context length): ``"min"`` gives it the failure
+    reward, ``"sum"`` the sum of its turn rewards, a number that number. Outcome rewards
+    arrive on the final step, so ``"sum"`` would pay an unfinished Wordle game 0, more than
+    a lost one (-0.5): a policy could learn to stall. ``"min"`` closes that hole."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``gymnasium.make`` when the env is given by id."""
     env_workers: int = 0
@@ -115,6 +124,9 @@ class RolloutConfig:
             raise ConfigError(f"`reply_mode` must be one of {REPLY_MODES}, got {self.reply_mode!r}")
         if self.env_workers < 0:
             raise ConfigError(f"`env_workers` must be >= 0, got {self.env_workers!r}")
+        if not (self.unfinished_reward in ("min", "sum") or (
+                isinstance(self.unfinished_reward, (int, float)) and not isinstance(self.unfinished_reward, bool))):
+            raise ConfigError(f'`unfinished_reward` must be "min", "sum" or a number, got {self.unfinished_reward!r}')
         if self.env_timeout_s is not None and self.env_workers == 0:
             raise ConfigError("`env_timeout_s` needs `env_workers` >= 1 (a call in the calling thread "
                               "cannot be interrupted)")
@@ -457,6 +469,9 @@ class RolloutEngine:
         ep.done = True
         ep.traj.stop_reason = stop
         ep.traj.reward = float(sum(ep.traj.turn_rewards))
+        rule = self.config.unfinished_reward
+        if stop in UNFINISHED_STOPS and rule != "sum":
+            ep.traj.reward = self.failure_reward if rule == "min" else float(rule)
 
     def _fail(self, ep: _Episode, reason: str, stop: str = "failed") -> None:
         t = ep.traj

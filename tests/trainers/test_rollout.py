@@ -258,8 +258,16 @@ def test_env_timeout_with_worker_threads(chatml_tokenizer):
 def test_max_turns_and_token_budget(chatml_tokenizer):
     sampler = ScriptedSampler(chatml_tokenizer)
     (t,) = collect(EchoEnv, _rows(1, turns=5), sampler, chatml_tokenizer, max_turns=2)
-    assert t.stop_reason == "max_turns" and t.num_turns == 2 and t.reward == pytest.approx(0.2)
-    assert not t.failed and not t.terminated
+    # an episode cut before the env gave its outcome gets the failure reward by default ...
+    assert t.stop_reason == "max_turns" and t.num_turns == 2 and t.reward == -1.0
+    assert t.turn_rewards == pytest.approx([0.1, 0.1]) and not t.failed and not t.terminated
+    # ... or, on request, the sum of its turn rewards or a fixed value
+    (t,) = collect(EchoEnv, _rows(1, turns=5), sampler, chatml_tokenizer, max_turns=2, unfinished_reward="sum")
+    assert t.reward == pytest.approx(0.2)
+    (t,) = collect(EchoEnv, _rows(1, turns=5), sampler, chatml_tokenizer, max_turns=2, unfinished_reward=-0.25)
+    assert t.reward == -0.25
+    with pytest.raises(ConfigError, match='`unfinished_reward` must be "min", "sum" or a number, got \'max\''):
+        RolloutConfig(unfinished_reward="max")
     full = collect(EchoEnv, _rows(1, turns=5), sampler, chatml_tokenizer)[0]
     budget = full.turn_spans[2][0] + 3  # room for only 3 tokens of the third turn
     (b,) = collect(EchoEnv, _rows(1, turns=5), ScriptedSampler(chatml_tokenizer), chatml_tokenizer,
