@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from mtrl_gym.registry import make
-    from mtrl_gym.trainers.trajectory import json_safe
+    from mtrl_gym.serialization import json_safe
 
     env = make(args.env_id)
     options = {"task": json.loads(args.task)} if args.task else None

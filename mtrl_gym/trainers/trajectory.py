@@ -12,12 +12,13 @@ Trajectories are plain data: they serialise to one JSON object per line with
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from mtrl_gym.serialization import json_safe
 
 __all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe"]
 
@@ -91,27 +92,6 @@ class Trajectory:
         kwargs = {k: v for k, v in d.items() if k in names}
         kwargs["turn_spans"] = [tuple(s) for s in kwargs.get("turn_spans", [])]
         return cls(**kwargs)
-
-
-def json_safe(value: Any) -> Any:
-    """Convert numpy scalars/arrays, tuples, sets and non-finite floats to JSON-safe values.
-
-    Non-finite floats become strings (``"nan"``, ``"inf"``) so that a file never holds
-    invalid JSON; anything else unknown becomes its ``repr``.
-    """
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return [json_safe(v) for v in sorted(value, key=repr)]
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    if hasattr(value, "tolist"):  # numpy scalar or array, torch tensor
-        return json_safe(value.tolist())
-    return repr(value)
 
 
 def save_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike, *, append: bool = False) -> Path:

@@ -45,7 +45,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.utils import RecordConstructorArgs
 
 from mtrl_gym.error import ConfigError, DatasetError, ReplayMismatch
-from mtrl_gym.trainers.trajectory import json_safe
+from mtrl_gym.serialization import json_safe
 
 try:  # POSIX: serialise appends from several processes
     import fcntl
