@@ -34,10 +34,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ChatRenderer", "render_tools", "env_reply_messages", "REPLY_MODES"]
+from mtrl_gym.messages import REPLY_MODES, env_reply_messages
 
-#: How an environment reply becomes chat messages (see :func:`env_reply_messages`).
-REPLY_MODES = ("auto", "tool", "user")
+__all__ = ["ChatRenderer", "render_tools", "env_reply_messages", "REPLY_MODES"]
 
 _MARK = "\u2063mtrl-gym-assistant-content\u2063"
 _PROBE_TOOL = {"type": "function", "function": {
@@ -77,31 +76,6 @@ def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
               "<tool_call></tool_call> tags, for example:",
               f"<tool_call>{example}</tool_call>"]
     return "\n".join(lines)
-
-
-def env_reply_messages(observation: str, info: Mapping[str, Any], mode: str = "auto") -> list[dict[str, Any]]:
-    """The chat messages for an environment reply (the result of one ``env.step``).
-
-    * ``"tool"``: one ``tool`` message per entry of ``info["tool_results"]``; a user
-      message with the observation when there are none.
-    * ``"user"``: the observation as one user message.
-    * ``"auto"`` (default): like ``"tool"``, plus a user message with any observation text
-      the tool results do not already contain (Wordle appends "You have 5 guesses left."
-      to the tool result), so the model never loses part of the observation.
-    """
-    if mode not in REPLY_MODES:
-        raise ValueError(f"reply mode must be one of {REPLY_MODES}, got {mode!r}")
-    results = list(info.get("tool_results") or []) if mode != "user" else []
-    if not results:
-        return [{"role": "user", "content": observation}]
-    messages = [{"role": "tool", "content": str(r.get("content", "")), "tool_call_id": str(r.get("tool_call_id", "")),
-                 "name": str(r.get("name", ""))} for r in results]
-    if mode == "auto":
-        joined = "\n".join(m["content"] for m in messages)
-        rest = observation[len(joined):] if observation.startswith(joined) else observation
-        if rest.strip():
-            messages.append({"role": "user", "content": rest.strip("\n")})
-    return messages
 
 
 class ChatRenderer:

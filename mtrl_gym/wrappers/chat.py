@@ -32,6 +32,7 @@ from gymnasium import spaces
 from gymnasium.utils import RecordConstructorArgs
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.messages import env_reply_messages
 
 __all__ = ["ChatHistory", "ChatText", "message_space", "to_openai", "MAX_MESSAGE_CHARS"]
 
@@ -86,17 +87,10 @@ def _tool_call(call: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _reply_messages(observation: str, info: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The messages for an env reply: tool results, plus a user message for any other text."""
-    results = [r for r in info.get("tool_results") or () if isinstance(r, Mapping)]
-    messages = [_message("tool", str(r.get("content", ""))[:MAX_MESSAGE_CHARS], name=str(r.get("name", ""))[:256],
-                         tool_call_id=str(r.get("tool_call_id", ""))[:256]) for r in results]
-    if not messages:
-        return [_message("user", observation)]
-    joined = "\n".join(m["content"] for m in messages)
-    rest = observation[len(joined):] if observation.startswith(joined) else observation
-    if rest.strip("\n"):
-        messages.append(_message("user", rest.strip("\n")))
-    return messages
+    """The messages for an env reply (:func:`mtrl_gym.messages.env_reply_messages`), space-shaped."""
+    return [_message(m["role"], m["content"][:MAX_MESSAGE_CHARS], name=m.get("name", "")[:256],
+                     tool_call_id=m.get("tool_call_id", "")[:256])
+            for m in env_reply_messages(observation, info)]
 
 
 def to_openai(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
