@@ -106,6 +106,11 @@ class RolloutConfig:
     """Seconds one ``reset``/``step`` may take (needs ``env_workers > 0``); over it, the episode fails."""
     tools_in_template: bool | None = None
     """Pass tools to the chat template (True), into the system prompt (False), or detect (None)."""
+    assistant_prefix: str = ""
+    """Text every assistant turn starts with, written into the context before sampling (a
+    "format prefill", e.g. ``'<tool_call>{"name": "guess_word", "arguments": {"guess": "'``).
+    Its tokens have ``loss_mask = 0`` (the model did not sample them); the env receives
+    prefix + sampled text, and the chat messages show the same."""
     progress: bool = False
     """Show a tqdm progress bar of finished episodes."""
 
@@ -187,6 +192,8 @@ class RolloutEngine:
         self._pool = ThreadPoolExecutor(self.config.env_workers, thread_name_prefix="mtrl-env") \
             if self.config.env_workers else None
         self._calls = 0
+        self._prefix_ids = list(tokenizer.encode(self.config.assistant_prefix, add_special_tokens=False)) \
+            if self.config.assistant_prefix else []
         probe = self._make_env()
         self.failure_reward = self._failure_reward(probe)
         self.success_threshold = _wrapper_attr(probe, "success_threshold")
@@ -320,7 +327,8 @@ class RolloutEngine:
         return self.config.max_episode_tokens, "token_budget"
 
     def _room(self, ep: _Episode) -> int:
-        return self._budget()[0] - len(ep.traj.token_ids)
+        """Tokens that can still be sampled this turn (after the assistant prefix, if any)."""
+        return self._budget()[0] - len(ep.traj.token_ids) - len(self._prefix_ids)
 
     # ------------------------------------------------------------------ sampling
 
@@ -328,9 +336,14 @@ class RolloutEngine:
         requests = []
         for ep in live:
             t = ep.traj
+            room = self._room(ep)
+            if self._prefix_ids:  # the prefill is context, not a sample: masked out of the loss
+                t.token_ids.extend(self._prefix_ids)
+                t.loss_mask.extend([0] * len(self._prefix_ids))
+                t.logprobs.extend([0.0] * len(self._prefix_ids))
             seed = int(np.random.SeedSequence([base, t.group_id, t.sample_index, t.num_turns]).generate_state(1)[0])
             params = dataclasses.replace(self.config.sampling, seed=seed,
-                                         max_new_tokens=min(self.config.sampling.max_new_tokens, self._room(ep)))
+                                         max_new_tokens=min(self.config.sampling.max_new_tokens, room))
             requests.append(SampleRequest(list(t.token_ids), params, session_id=ep.session))
         started = time.monotonic()
         try:
@@ -361,6 +374,7 @@ class RolloutEngine:
         t.sampled_tokens += len(result.token_ids)
         ep.cut_turns += result.finish_reason == "length"
         content, ep.end_text = self.renderer.split_assistant(result.token_ids)
+        content = self.config.assistant_prefix + content
         t.messages.append({"role": "assistant", "content": content})
         ep.action = content
         self._check_time(ep)

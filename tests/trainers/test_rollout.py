@@ -157,6 +157,24 @@ def test_scripted_episodes_keep_tokens_exactly_and_render_without_drift(chatml_t
                              "tool", "user"]
 
 
+def test_assistant_prefix_is_masked_context_and_part_of_the_action(chatml_tokenizer):
+    prefix = '<tool_call>{"name": "echo", "arguments": {"text": "'
+    sampler = ScriptedSampler(chatml_tokenizer)
+    with RolloutEngine(EchoEnv, sampler, chatml_tokenizer, assistant_prefix=prefix) as engine:
+        (traj,) = engine.collect(_rows(1, turns=3), seed=0)
+        by = _sampled_by_session(sampler)
+        (sid,) = by
+        _check_token_level(traj, engine.renderer, [res for _, res in by[sid]])
+    prefix_ids = chatml_tokenizer.encode(prefix, add_special_tokens=False)
+    for (req, _), (start, _end) in zip(by[sid], traj.turn_spans):
+        # each request ends with the prefix, and the turn's sampled tokens follow it directly
+        assert req.prompt_ids[-len(prefix_ids):] == prefix_ids == traj.token_ids[start - len(prefix_ids):start]
+        assert req.prompt_ids == traj.token_ids[:start]
+    assistant = [m["content"] for m in traj.messages if m["role"] == "assistant"]
+    assert all(a.startswith(prefix + sampler.texts[i][:3]) for i, a in enumerate(assistant))
+    assert traj.messages[3]["content"].startswith("echo: " + prefix[:14])  # the env saw prefix + sample
+
+
 def test_turn_cut_without_end_token_is_closed_with_masked_env_tokens(chatml_tokenizer):
     sampler = ScriptedSampler(chatml_tokenizer, close=False)
     with RolloutEngine(EchoEnv, sampler, chatml_tokenizer) as engine:
