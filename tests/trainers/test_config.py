@@ -29,8 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"advantage": "grpo_passk"}, r"advantage estimator 'grpo_passk' needs option\(s\) 'k'"),
     ({"loss_kwargs": {"kl_coef": 0.1}}, r"`loss_kwargs` may not set \['kl_coef'\]: use the config fields"),
     ({"sampler": "vlm"}, r"`sampler` must be one of 'hf', 'vllm', 'openai', got 'vlm'\. Did you mean 'vllm'\?"),
-    ({"packing": "packed"}, r"`packing` must be one of 'auto', 'padding_free', 'sorted', got 'packed'"),
-    ({"autocast_dtype": "bf16"}, r"`autocast_dtype` must be one of 'float32', 'bfloat16', 'float16', got 'bf16'"),
+    ({"packing": "packed"}, r"`packing` must be one of 'auto', 'shared_prefix', 'padding_free', 'sorted', got 'packed'"),
+    ({"packing": "shared_prefix", "gradient_checkpointing": True},
+     r"`packing` 'shared_prefix' cannot be combined with `gradient_checkpointing`"),
+    ({"autocast_dtype": "bf16"}, r"`autocast_dtype` must be one of 'auto', 'bfloat16', 'float16', got 'bf16'"),
     ({"tis_cap": 0.5}, r"`tis_cap` must be >= 1 or None \(off\), got 0.5"),
     ({"lora_dropout": 1.0}, r"`lora_dropout` must be in \[0, 1\), got 1.0"),
     ({"lora_target_modules": []}, r"`lora_target_modules` must be 'all-linear' or a non-empty list"),
@@ -44,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"tracker": "wandb"}, r"`tracker` must be one of 'mlflow', 'none', got 'wandb'"),
     ({"full_finetune": "maybe"}, r"`full_finetune` must be true or false, got 'maybe'"),
     ({"max_grad_norm": "0"}, r"`max_grad_norm` must be a number > 0 or None, got 0.0"),
+    ({"val_group_size": 4}, r"`val_group_size` is 4 but `val_temperature` is 0: greedy rollouts of a task are "
+                            r"identical, so pass@k would equal pass@1"),
 ])
 def test_bad_values_are_rejected_with_the_field_value_and_fix(changes, message):
     with pytest.raises(ConfigError, match=message):

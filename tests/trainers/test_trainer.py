@@ -191,11 +191,15 @@ def test_full_finetune_changes_base_weights(tmp_path, chatml_tokenizer):
 
 
 def _sequences(tokenizer, n=6, seed=0):
+    """Sequences 0-3 share their 4-token prompt (a GRPO group), the others do not."""
     g = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(3, len(tokenizer), (4,), generator=g).tolist()
     out = []
     for i in range(n):
         length = 8 + 3 * i
         ids = torch.randint(3, len(tokenizer), (length,), generator=g).tolist()
+        if i < 4:
+            ids[:4] = prompt
         mask = [0] * 4 + [1] * (length - 6) + [0, 1]
         logprobs = (-torch.rand(length, generator=g)).tolist()
         out.append(build_sequence(ids, mask, logprobs, float(i % 3) - 1.0, index=i))
@@ -203,7 +207,7 @@ def _sequences(tokenizer, n=6, seed=0):
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "token_sum_norm"])
-@pytest.mark.parametrize("packing", ["padding_free", "sorted"])
+@pytest.mark.parametrize("packing", ["padding_free", "sorted", "shared_prefix"])
 def test_micro_batching_gives_the_full_batch_gradient(chatml_tokenizer, aggregation, packing):
     def run(micro_tokens):
         policy = prepare_policy(build_tiny_llama(len(chatml_tokenizer)), lora_rank=4, lora_alpha=8, seed=0)
@@ -219,7 +223,7 @@ def test_micro_batching_gives_the_full_batch_gradient(chatml_tokenizer, aggregat
 
     whole, m1 = run(10_000)
     pieces, m2 = run(24)
-    assert m2["micro_batches"] > m1["micro_batches"] == 1
+    assert m2["micro_batches"] > m1["micro_batches"]
     assert m1["loss"] == pytest.approx(m2["loss"], rel=1e-5)
     assert m1["grad_norm"] == pytest.approx(m2["grad_norm"], rel=1e-4)
     for n in whole:
@@ -231,8 +235,11 @@ def test_packed_and_padded_log_probs_match_one_sequence_at_a_time(chatml_tokeniz
     seqs = _sequences(chatml_tokenizer)
     alone = {s.index: token_logprobs(model, make_micro_batches([s], 10_000, "sorted")[0], temperature=0.7)[0]
              for s in seqs}
-    for packing in ("padding_free", "sorted"):
-        for micro in make_micro_batches(seqs, 40, packing):
+    for packing in ("padding_free", "sorted", "shared_prefix"):
+        micro_batches = make_micro_batches(seqs, 40, packing)
+        if packing == "shared_prefix":  # the group's prompt minus its last token is run once per micro-batch
+            assert sorted(mb.prefix_length for mb in micro_batches if mb.prefix_ids is not None) == [3, 3]
+        for micro in micro_batches:
             logp, _ = token_logprobs(model, micro, temperature=0.7)
             for seq, part in zip(micro.sequences, torch.split(logp, micro.counts)):
                 torch.testing.assert_close(part, alone[seq.index], rtol=0, atol=1e-5)

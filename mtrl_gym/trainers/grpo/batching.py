@@ -7,7 +7,7 @@ final environment reply is never fed to the model) and the language-model head i
 only at the positions that predict a target (``logits_to_keep`` with a boolean mask): the
 prompt and environment tokens cost the transformer layers, never the vocabulary projection.
 
-Two layouts (:func:`make_micro_batches`):
+Three layouts (:func:`make_micro_batches`):
 
 * ``padding_free``: sequences are concatenated into one row, positions restart at 0 at
   each sequence start and transformers builds a block-diagonal causal mask from the
@@ -15,7 +15,17 @@ Two layouts (:func:`make_micro_batches`):
 * ``sorted``: sequences sorted by length, longest first, and cut into padded rows so that
   ``rows * longest <= micro_batch_tokens``; similar lengths keep the padding small.
 
-Both keep each micro-batch within a token budget (a longer sequence gets a micro-batch of
+* ``shared_prefix``: GRPO plays every task ``group_size`` times, so the episodes of a group
+  (and, for envs whose first prompt does not depend on the task, of the whole batch) start
+  with the same prompt. Sequences whose tokens before their first target are identical are
+  put together; that shared prefix is run once, its keys/values are repeated for every
+  row, and only the rest of each sequence (padded rows, as ``sorted``) is run on top.
+  Gradients flow through the shared keys/values, so the result equals running every
+  sequence on its own; the prompt's forward and backward cost is paid once per
+  micro-batch instead of once per sequence. Sequences that share their prefix with no
+  other are laid out as ``sorted``.
+
+All keep each micro-batch within a token budget (a longer sequence gets a micro-batch of
 its own). The losses take ``[B, S]`` tensors, one row per sequence and one column per
 target: :meth:`MicroBatch.rows` lays the flat per-target values out that way.
 """
@@ -106,6 +116,13 @@ class MicroBatch:
     keep: torch.Tensor
     """``[R, T]`` bool: positions whose logits predict a target, row-major in sequence order."""
     sequences: list[TrainSequence] = field(default_factory=list)
+    prefix_ids: torch.Tensor | None = None
+    """``[1, P]`` tokens every row starts with (``shared_prefix`` layout); the rows hold the
+    rest of each sequence, at positions ``P...``. None otherwise."""
+
+    @property
+    def prefix_length(self) -> int:
+        return int(self.prefix_ids.shape[1]) if self.prefix_ids is not None else 0
 
     @property
     def counts(self) -> list[int]:
@@ -118,13 +135,14 @@ class MicroBatch:
 
     @property
     def num_slots(self) -> int:
-        """Token positions the forward pass computes (padding included)."""
-        return int(self.input_ids.numel())
+        """Token positions the forward pass computes (padding and the shared prefix included)."""
+        return int(self.input_ids.numel()) + self.prefix_length
 
     @property
     def num_tokens(self) -> int:
-        """Real (non-padding) tokens."""
-        return sum(s.length for s in self.sequences)
+        """Real (non-padding) token positions computed: the prefix once, then each row's rest."""
+        return sum(s.length for s in self.sequences) - (len(self.sequences) - 1) * self.prefix_length \
+            if self.prefix_ids is not None else sum(s.length for s in self.sequences)
 
     def cat(self, name: str) -> torch.Tensor:
         """The flat ``[N]`` concatenation of a per-target field over the sequences."""
@@ -145,13 +163,16 @@ class MicroBatch:
         """Move the model inputs to ``device`` (per-target values move when used)."""
         move = (lambda t: t.to(device, non_blocking=True) if t is not None else None)
         return MicroBatch(move(self.input_ids), move(self.position_ids), move(self.attention_mask),
-                          move(self.keep), self.sequences)
+                          move(self.keep), self.sequences, move(self.prefix_ids))
 
 
-def resolve_packing(packing: str, model: Any) -> str:
-    """``auto`` -> ``padding_free`` with a flash-attention kernel, else ``sorted``."""
+def resolve_packing(packing: str, model: Any, *, gradient_checkpointing: bool = False) -> str:
+    """``auto`` -> ``shared_prefix``, or, with gradient checkpointing (which cannot carry a
+    cache), ``padding_free`` with a flash-attention kernel and ``sorted`` otherwise."""
     if packing != "auto":
         return packing
+    if not gradient_checkpointing:
+        return "shared_prefix"
     config = getattr(model, "config", None)
     impl = str(getattr(config, "_attn_implementation", "") or "")
     return "padding_free" if "flash" in impl else "sorted"
@@ -161,8 +182,9 @@ def make_micro_batches(sequences: Sequence[TrainSequence], max_tokens: int, pack
                        pad_token_id: int = 0) -> list[MicroBatch]:
     """Cut ``sequences`` into micro-batches of at most ``max_tokens`` token slots each.
 
-    ``packing`` is ``padding_free`` or ``sorted`` (see the module docstring). Sequences are
-    placed longest first, so the micro-batches are deterministic for a given input.
+    ``packing`` is ``padding_free``, ``sorted`` or ``shared_prefix`` (see the module
+    docstring). Sequences are placed longest first, so the micro-batches are deterministic
+    for a given input.
     """
     if max_tokens < 1:
         raise ConfigError(f"`micro_batch_tokens` must be >= 1, got {max_tokens!r}")
@@ -171,7 +193,57 @@ def make_micro_batches(sequences: Sequence[TrainSequence], max_tokens: int, pack
         return [_packed(group) for group in _first_fit(order, max_tokens)]
     if packing == "sorted":
         return [_padded(group, pad_token_id) for group in _sorted_chunks(order, max_tokens)]
-    raise ConfigError(f"`packing` must be 'padding_free' or 'sorted', got {packing!r}")
+    if packing == "shared_prefix":
+        return _shared_prefix_batches(order, max_tokens, pad_token_id)
+    raise ConfigError(f"`packing` must be 'padding_free', 'sorted' or 'shared_prefix', got {packing!r}")
+
+
+def _prefix_length(seq: TrainSequence) -> int:
+    """Tokens before the first target-predicting position: they never need their own logits."""
+    return int(seq.keep.nonzero()[0]) if seq.keep.any() else 0
+
+
+def _shared_prefix_batches(order: Sequence[TrainSequence], budget: int, pad_token_id: int) -> list[MicroBatch]:
+    buckets: dict[bytes, list[TrainSequence]] = {}
+    for seq in order:  # longest first, so each bucket is length-sorted too
+        key = seq.input_ids[:_prefix_length(seq)].numpy().tobytes()
+        buckets.setdefault(key, []).append(seq)
+    batches: list[MicroBatch] = []
+    alone: list[TrainSequence] = []
+    for group in buckets.values():
+        prefix = _prefix_length(group[0])
+        if len(group) < 2 or prefix == 0:
+            alone.extend(group)
+            continue
+        chunks: list[list[TrainSequence]] = []
+        for seq in group:
+            if chunks and prefix + (len(chunks[-1]) + 1) * (chunks[-1][0].length - prefix) <= budget:
+                chunks[-1].append(seq)
+            else:
+                chunks.append([seq])
+        for chunk in chunks:
+            if len(chunk) == 1:
+                alone.extend(chunk)
+            else:
+                batches.append(_with_prefix(chunk, prefix, pad_token_id))
+    alone.sort(key=lambda s: (-s.length, s.index))
+    batches.extend(_padded(group, pad_token_id) for group in _sorted_chunks(alone, budget))
+    return batches
+
+
+def _with_prefix(group: list[TrainSequence], prefix: int, pad_token_id: int) -> MicroBatch:
+    width = max(s.length for s in group) - prefix
+    ids = torch.full((len(group), width), pad_token_id, dtype=torch.long)
+    attn = torch.zeros((len(group), prefix + width), dtype=torch.long)
+    keep = torch.zeros((len(group), width), dtype=torch.bool)
+    attn[:, :prefix] = 1
+    for r, s in enumerate(group):
+        n = s.length - prefix
+        ids[r, :n] = s.input_ids[prefix:]
+        attn[r, prefix:prefix + n] = 1
+        keep[r, :n] = s.keep[prefix:]
+    pos = (prefix + torch.arange(width))[None].expand(len(group), width).contiguous()
+    return MicroBatch(ids, pos, attn, keep, list(group), group[0].input_ids[:prefix][None].clone())
 
 
 def _first_fit(order: Sequence[TrainSequence], budget: int) -> list[list[TrainSequence]]:
@@ -221,9 +293,24 @@ def _padded(group: list[TrainSequence], pad_token_id: int) -> MicroBatch:
     return MicroBatch(ids, pos, attn, keep, list(group))
 
 
-def _accepts_logits_to_keep(model: Any) -> bool:
+def _forward_params(model: Any) -> Any:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "logits_to_keep" in inspect.signature(base.forward).parameters
+    return base, inspect.signature(base.forward).parameters
+
+
+def _prefix_cache(model: Any, batch: MicroBatch) -> tuple[str, Any]:
+    """Run the shared prefix once; return the cache keyword and a cache repeated for every row."""
+    from transformers import DynamicCache
+
+    base, params = _forward_params(model)
+    name = "cache" if "cache" in params else "past_key_values"
+    cache = DynamicCache(config=base.config)
+    kwargs: dict[str, Any] = {"input_ids": batch.prefix_ids, name: cache, "use_cache": True}
+    if "logits_to_keep" in params:
+        kwargs["logits_to_keep"] = 1  # the prefix's own logits are never used
+    model(**kwargs)
+    cache.batch_repeat_interleave(batch.input_ids.shape[0])
+    return name, cache
 
 
 def token_logprobs(model: Any, batch: MicroBatch, *, temperature: float = 1.0,
@@ -246,8 +333,10 @@ def token_logprobs(model: Any, batch: MicroBatch, *, temperature: float = 1.0,
                               "use_cache": False}
     if batch.attention_mask is not None:
         kwargs["attention_mask"] = batch.attention_mask
-    select = _accepts_logits_to_keep(model)
-    if select:
+    if batch.prefix_ids is not None:
+        name, kwargs[name] = _prefix_cache(model, batch)
+        kwargs["use_cache"] = True
+    if "logits_to_keep" in _forward_params(model)[1]:
         kwargs["logits_to_keep"] = batch.keep
     logits = model(**kwargs).logits
     if logits.dim() == 3:  # the model ignored logits_to_keep, or does not take it

@@ -39,15 +39,16 @@ from typing import Any
 from mtrl_gym.error import ConfigError
 
 __all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
-           "parse_override", "SAMPLERS", "PACKING_MODES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
+           "parse_override", "SAMPLERS", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
            "TRACKERS"]
 
 SAMPLERS = ("hf", "vllm", "openai")
-PACKING_MODES = ("auto", "padding_free", "sorted")
+PACKING_MODES = ("auto", "shared_prefix", "padding_free", "sorted")
 OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
 LR_SCHEDULES = ("constant", "cosine", "linear")
 TRACKERS = ("mlflow", "none")
 _DTYPES = ("float32", "bfloat16", "float16")
+AUTOCAST_DTYPES = ("auto", "bfloat16", "float16")
 _PRESET_DIR = Path(__file__).with_name("presets")
 
 
@@ -107,9 +108,10 @@ class GRPOConfig:
     """Dtype the weights are loaded in (``float32``, ``bfloat16``, ``float16``); None keeps
     the checkpoint's."""
     autocast_dtype: str | None = None
-    """Dtype of ``torch.autocast`` around the training forward and backward (``bfloat16``
-    halves the training pass on CPU); None trains in the weights' dtype. Log-probs are
-    always computed in float32 from the logits."""
+    """``torch.autocast`` dtype of the training forward and backward: ``bfloat16``, ``float16``,
+    ``auto`` (bfloat16 where the hardware computes it natively: GPUs with bf16, CPUs with
+    AVX512-BF16/AMX; else off) or None (the weights' dtype). On a CPU without native bf16
+    (AVX2 only) bf16 autocast is several times *slower*. Log-probs are always float32."""
     device: str | None = None
     """``cpu``, ``cuda``, ``cuda:1``...; None picks CUDA when available."""
     gradient_checkpointing: bool = False
@@ -144,9 +146,11 @@ class GRPOConfig:
     """Token budget of one forward/backward (gradients accumulate over micro-batches);
     bounds memory. A longer sequence gets a micro-batch of its own."""
     packing: str = "auto"
-    """Micro-batch layout: ``padding_free`` (sequences concatenated in one row, block-diagonal
-    attention), ``sorted`` (length-sorted, padded rows) or ``auto`` (padding-free with
-    flash-attention, sorted otherwise)."""
+    """Micro-batch layout: ``shared_prefix`` (episodes that start with the same prompt run it
+    once: its keys/values are shared by their rows), ``padding_free`` (sequences concatenated
+    in one row, block-diagonal attention), ``sorted`` (length-sorted, padded rows) or ``auto``
+    (``shared_prefix``; with gradient checkpointing, padding-free with flash-attention,
+    else sorted)."""
 
     # ------------------------------------------------------------------ optimiser
     learning_rate: float = 4e-5
@@ -269,7 +273,7 @@ class GRPOConfig:
         if self.model_dtype is not None:
             _one_of(self, "model_dtype", _DTYPES)
         if self.autocast_dtype is not None:
-            _one_of(self, "autocast_dtype", _DTYPES)
+            _one_of(self, "autocast_dtype", AUTOCAST_DTYPES)
         _at_least(self, "lora_rank", 1)
         if not self.lora_alpha > 0:
             raise ConfigError(f"`lora_alpha` must be > 0, got {self.lora_alpha!r}")
@@ -300,6 +304,9 @@ class GRPOConfig:
                               f"(global_batch_size * group_size = {self.rollouts_per_step}): each "
                               "mini-batch needs at least one rollout")
         _one_of(self, "packing", PACKING_MODES)
+        if self.packing == "shared_prefix" and self.gradient_checkpointing:
+            raise ConfigError("`packing` 'shared_prefix' cannot be combined with `gradient_checkpointing` (a "
+                              "checkpointed forward pass cannot carry the shared keys/values); use 'auto'")
 
     def _check_optimiser(self) -> None:
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
@@ -341,6 +348,10 @@ class GRPOConfig:
             _at_least(self, name, 0)
         _optional_at_least(self, "val_max_tasks", 1)
         _at_least(self, "val_group_size", 1)
+        if self.val_group_size > 1 and self.val_temperature == 0:
+            raise ConfigError(f"`val_group_size` is {self.val_group_size} but `val_temperature` is 0: greedy "
+                              "rollouts of a task are identical, so pass@k would equal pass@1; set "
+                              "val_temperature > 0 (e.g. 1.0) or val_group_size = 1")
 
     # ------------------------------------------------------------------ derived values
 

@@ -20,7 +20,7 @@ import torch
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 
 __all__ = ["prepare_policy", "build_optimizer", "LRSchedule", "autocast", "trainable_parameters",
-           "reference_logprobs_fn", "is_peft_model", "torch_dtype"]
+           "reference_logprobs_fn", "is_peft_model", "torch_dtype", "resolve_autocast"]
 
 
 def torch_dtype(name: str | None) -> torch.dtype | None:
@@ -139,6 +139,27 @@ class LRSchedule:
         self.step_count = int(state["step_count"])
 
 
+def native_bf16(device: torch.device | str) -> bool:
+    """Whether ``device`` computes bfloat16 natively (CUDA with bf16; CPUs with AVX512-BF16 or AMX)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):
+            return False
+    return False
+
+
+def resolve_autocast(name: str | None, device: torch.device | str) -> torch.dtype | None:
+    """The autocast dtype of a config value: None, a dtype name, or ``auto`` (bfloat16 where
+    :func:`native_bf16`, else None)."""
+    if name == "auto":
+        return torch.bfloat16 if native_bf16(device) else None
+    return torch_dtype(name)
+
+
 def autocast(device: torch.device | str, dtype: torch.dtype | None):
     """``torch.autocast`` for ``dtype`` on ``device``'s type, or a no-op when ``dtype`` is None."""
     if dtype is None:
@@ -165,3 +186,4 @@ def reference_logprobs_fn(policy: Any, full_finetune: bool) -> Callable[[Callabl
         with torch.no_grad():
             return fn(reference)
     return run_copy
+

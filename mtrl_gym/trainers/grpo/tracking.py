@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -83,9 +84,13 @@ class MLflowTracker(Tracker):
         mlflow = self._mlflow
         self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
         if run_id is not None:
-            self.run_id = run_id
-            self._client.update_run(run_id, status="RUNNING")
-            return
+            try:
+                self._client.update_run(run_id, status="RUNNING")
+                self.run_id = run_id
+                return
+            except Exception as e:  # noqa: BLE001 - another store, or the run was deleted
+                warnings.warn(f"cannot re-open MLflow run {run_id} in {self.tracking_uri} ({e}); "
+                              "logging the resumed run as a new run", stacklevel=2)
         found = self._client.get_experiment_by_name(self.experiment)
         experiment_id = found.experiment_id if found else self._client.create_experiment(self.experiment)
         run = self._client.create_run(experiment_id, run_name=self.run_name)

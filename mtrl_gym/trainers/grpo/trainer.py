@@ -45,7 +45,7 @@ from mtrl_gym.trainers.grpo.data import TaskStream, load_task_splits
 from mtrl_gym.trainers.grpo.factory import load_model, make_rollout_engine, make_sampler
 from mtrl_gym.trainers.grpo.metrics import PhaseTimer, RunTotals, rollout_metrics
 from mtrl_gym.trainers.grpo.policy import (LRSchedule, build_optimizer, prepare_policy, reference_logprobs_fn,
-                                           torch_dtype)
+                                           resolve_autocast)
 from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, Tracker, format_summary, make_tracker
 from mtrl_gym.trainers.grpo.update import UpdateSettings, policy_update
 from mtrl_gym.trainers.trajectory import Trajectory
@@ -163,13 +163,15 @@ class GRPOTrainer:
 
     def _update_settings(self) -> UpdateSettings:
         c = self.config
+        autocast_dtype = resolve_autocast(c.autocast_dtype, self.device)
         old = c.old_logprobs
         if old == "auto":
-            old = "sampler" if (c.sampler == "hf" and c.autocast_dtype is None and c.lora_dropout == 0) \
+            old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0) \
                 else "recompute"
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        return UpdateSettings.from_config(c, old_logprobs=old, packing=resolve_packing(c.packing, self.policy),
-                                          pad_token_id=int(pad), autocast_dtype=torch_dtype(c.autocast_dtype))
+        packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
+        return UpdateSettings.from_config(c, old_logprobs=old, packing=packing,
+                                          pad_token_id=int(pad), autocast_dtype=autocast_dtype)
 
     # ------------------------------------------------------------------ the loop
 
@@ -339,7 +341,8 @@ class GRPOTrainer:
         if self.step:
             self.recorder.truncate_after(self.step)
         params = {**self.config.to_dict(), "total_steps": self.total_steps,
-                  "update.old_logprobs": self.settings.old_logprobs, "update.packing": self.settings.packing}
+                  "update.old_logprobs": self.settings.old_logprobs, "update.packing": self.settings.packing,
+                  "update.autocast": str(self.settings.autocast_dtype)}
         self.recorder.tracker.start(params, run_id=self._tracker_run_id)
         self.recorder.tracker.log_artifact(self.run_dir / "config.yaml")
 

@@ -56,7 +56,7 @@ class UpdateSettings:
     updates_per_step: int = 1
     micro_batch_tokens: int = 8192
     packing: str = "sorted"
-    """``padding_free`` or ``sorted`` (``auto`` resolved by the caller)."""
+    """``shared_prefix``, ``padding_free`` or ``sorted`` (``auto`` resolved by the caller)."""
     temperature: float = 1.0
     max_grad_norm: float | None = 1.0
     autocast_dtype: torch.dtype | None = None
