@@ -327,3 +327,19 @@ def test_mlflow_tracker_logs_to_a_local_store_offline(tmp_path, chatml_tokenizer
     assert "rollout/reward_mean" in run.data.metrics and "train/loss" in run.data.metrics
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "summary.json", "trajectories"} <= artifacts
+
+
+@pytest.mark.slow
+def test_cpu_preset_trains_the_embedded_model_on_wordle(tmp_path):
+    """One small step of the CPU preset on the real SmolLM2-135M-Instruct and Wordle-v0."""
+    config = GRPOConfig.load("cpu", overrides=[
+        f"output_dir={tmp_path / 'run'}", "global_batch_size=1", "group_size=2", "max_steps=1", "max_turns=1",
+        "max_new_tokens=16", "val_every=0", "tracker=none", "progress=false", "lora_rank=4"])
+    trainer = GRPOTrainer(config)
+    summary = trainer.train()
+    m = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert summary["steps"] == 1 and m["rollout/episodes"] == 2 and m["rollout/tokens_sampled"] > 0
+    assert m["rollout/tokens_prefill"] > 400  # Wordle's system prompt and tool schema
+    assert (tmp_path / "run" / "checkpoints" / "step_000001" / "adapter" / "adapter_model.safetensors").is_file()
+    if m["train/sequences"]:
+        assert m["train/logprob_mismatch_max"] < 1e-3  # HF sampler and trainer share the weights

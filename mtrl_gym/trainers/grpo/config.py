@@ -29,7 +29,6 @@ import json
 import math
 import os
 import textwrap
-import types
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.trainers.grpo.config_io import (_yaml, coerce, parse_override, preset_names, preset_path,
+                                              read_config_file)
 
 __all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
            "parse_override", "SAMPLERS", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
@@ -49,7 +50,6 @@ LR_SCHEDULES = ("constant", "cosine", "linear")
 TRACKERS = ("mlflow", "none")
 _DTYPES = ("float32", "bfloat16", "float16")
 AUTOCAST_DTYPES = ("auto", "bfloat16", "float16")
-_PRESET_DIR = Path(__file__).with_name("presets")
 
 
 @dataclass
@@ -499,180 +499,7 @@ def _field_types() -> dict[str, Any]:
 def _coerce_fields(cfg: GRPOConfig) -> None:
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
-        setattr(cfg, f.name, _coerce(f.name, value, _field_types()[f.name]))
-
-
-def _coerce(name: str, value: Any, tp: Any) -> Any:
-    """Convert ``value`` (often a string from the command line) to the annotated type ``tp``."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in args if a is not type(None)]
-        if type(None) in args and (value is None or (isinstance(value, str)
-                                                     and value.strip().lower() in ("none", "null", "~"))):
-            return None
-        if isinstance(value, str) and str in options and not _looks_structured(value):
-            return value
-        errors = []
-        for option in options:
-            try:
-                return _coerce(name, value, option)
-            except ConfigError as e:
-                errors.append(str(e).split(", got")[0].removeprefix(f"`{name}` must be "))
-        allowed = " or ".join(errors + (["None"] if type(None) in args else []))
-        raise ConfigError(f"`{name}` must be {allowed}, got {value!r}")
-    if tp is bool:
-        return _to_bool(name, value)
-    if tp is int:
-        return _to_int(name, value)
-    if tp is float:
-        return _to_float(name, value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"`{name}` must be a string, got {value!r}")
-        return value
-    if origin in (list, dict):
-        if isinstance(value, str):
-            value = _parse_structured(name, value)
-        if isinstance(value, tuple) and origin is list:
-            value = list(value)
-        if not isinstance(value, origin):
-            raise ConfigError(f"`{name}` must be a {origin.__name__}, got {value!r}")
-        return value
-    return value
-
-
-def _looks_structured(text: str) -> bool:
-    return text.lstrip()[:1] in ("[", "{")
-
-
-def _parse_structured(name: str, text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return _yaml().safe_load(text)
-    except Exception as e:  # noqa: BLE001 - any parse failure is the user's value
-        raise ConfigError(f"`{name}`: cannot parse {text!r} as JSON or YAML ({e})") from None
-
-
-def _to_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"):
-        return False
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise ConfigError(f"`{name}` must be true or false, got {value!r}")
-
-
-def _to_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"`{name}` must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip().replace("_", ""))
-        except ValueError:
-            try:
-                number = float(value)
-            except ValueError:
-                number = math.nan
-            if number.is_integer():
-                return int(number)
-    raise ConfigError(f"`{name}` must be an integer, got {value!r}")
-
-
-def _to_float(name: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise ConfigError(f"`{name}` must be a number, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            pass
-    raise ConfigError(f"`{name}` must be a number, got {value!r}")
-
-
-# ---------------------------------------------------------------------- files, presets, overrides
-
-def _yaml():
-    try:
-        import yaml
-    except ImportError:
-        from mtrl_gym.error import DependencyNotInstalled
-
-        raise DependencyNotInstalled("pyyaml", extra="train") from None
-    return yaml
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a YAML (``.yaml``/``.yml``), TOML (``.toml``) or JSON file into a dict.
-
-    A TOML file may put the fields at the top level or under a ``[grpo]`` table.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        names = ", ".join(preset_names())
-        raise ConfigError(f"cannot read config {str(path)!r} ({e.strerror}); give a YAML/TOML file "
-                          f"or a preset name ({names})") from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-            data = data.get("grpo", data)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            data = _yaml().safe_load(text)
-    except Exception as e:  # noqa: BLE001 - yaml, toml and json errors differ
-        raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'YAML'} ({e})") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a config file must hold a mapping of field: value, got {type(data).__name__}")
-    return data
-
-
-def preset_names() -> list[str]:
-    """Names of the bundled presets (``presets/*.yaml``)."""
-    return sorted(p.stem for p in _PRESET_DIR.glob("*.yaml"))
-
-
-def preset_path(name: str) -> Path:
-    """The file of preset ``name``."""
-    path = _PRESET_DIR / f"{name}.yaml"
-    if not path.is_file():
-        close = difflib.get_close_matches(name, preset_names(), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"unknown preset {name!r}.{hint} Presets: {', '.join(preset_names())}")
-    return path
-
-
-def parse_override(item: str) -> tuple[str, Any]:
-    """``"key=value"`` -> ``(key, value)``; dashes in the key become underscores.
-
-    The value stays a string unless it is JSON/YAML structure (``[...]`` or ``{...}``);
-    :class:`GRPOConfig` converts strings to the field's type.
-    """
-    if "=" not in item:
-        raise ConfigError(f"an override must look like key=value, got {item!r}")
-    key, value = item.split("=", 1)
-    key = key.strip().lstrip("-").replace("-", "_")
-    if not key:
-        raise ConfigError(f"an override must look like key=value, got {item!r}")
-    return key, value
+        setattr(cfg, f.name, coerce(f.name, value, _field_types()[f.name]))
 
 
 @functools.cache
