@@ -56,6 +56,8 @@ def register(sub) -> None:
     serve.add_argument("--max-tokens", type=int, default=256, help="max tokens per turn (default: %(default)s)")
     serve.add_argument("--system-prompt", default="default", metavar="default|none|FILE",
                        help="the env's system prompt, none, or a file's text (default: %(default)s)")
+    serve.add_argument("--assistant-prefix", default="", metavar="TEXT",
+                       help="text every assistant turn starts with (a format prefill, as in training)")
     serve.add_argument("--max-turns", type=int, default=None, help="most turns per episode (default: the env's)")
     serve.add_argument("--max-episode-tokens", type=int, default=4096, help="token budget per episode")
     serve.add_argument("--seed", type=int, default=0, help="task i resets with seed + i (default: %(default)s)")
@@ -125,7 +127,8 @@ def build_runs(args):
     if not tokens:
         raise ConfigError("nothing to evaluate: give --model, --adapter, --endpoint or --policy (and --runs)")
     defaults = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
-                "max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt}
+                "max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt,
+                "assistant_prefix": args.assistant_prefix}
     return [parse_run(t, sources, defaults=defaults) for t in tokens]
 
 

@@ -41,6 +41,8 @@ def register(sub) -> None:
     p.add_argument("--top-k", type=int, default=0, help="0 = off (default: %(default)s)")
     p.add_argument("--max-tokens", type=int, default=256, help="max tokens per turn (default: %(default)s)")
     p.add_argument("--max-turns", type=int, default=None, help="most turns per episode (default: the env's)")
+    p.add_argument("--assistant-prefix", default="", metavar="TEXT",
+                   help="text every assistant turn starts with (a format prefill), masked out of training")
     p.add_argument("--max-episode-tokens", type=int, default=4096, help="token budget per episode")
     p.add_argument("--time-budget", type=float, default=None, help="seconds per episode before it fails")
     p.add_argument("--seed", type=int, default=0, help="group g resets with seed + g (default: %(default)s)")
@@ -135,7 +137,7 @@ def run(args) -> int:
                               max_new_tokens=args.max_tokens)
     config = RolloutConfig(group_size=args.group_size, sampling=sampling, max_turns=args.max_turns,
                            max_episode_tokens=args.max_episode_tokens, time_budget_s=args.time_budget,
-                           seed=args.seed, progress=not args.quiet)
+                           seed=args.seed, progress=not args.quiet, assistant_prefix=args.assistant_prefix)
     sampler, tokenizer = _sampler(args)
     with sampler, RolloutEngine(args.env_id, sampler, tokenizer, config) as engine:
         start = time.monotonic()

@@ -141,7 +141,7 @@ def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStor
                               max_new_tokens=spec.max_new_tokens)
     rollout = RolloutConfig(group_size=config.n, sampling=sampling, max_turns=config.max_turns,
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
-                            seed=config.seed, failure_reward=failure_reward)
+                            seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.assistant_prefix)
     try:
         with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine:
             _play_batches(spec, engine, tasks, config, store, done, failure_reward, bar)

@@ -65,6 +65,8 @@ class RunSpec:
     """Most tokens per assistant turn."""
     system_prompt: str = "default"
     """``"default"`` (the env's), ``"none"`` (no system prompt) or a path to a text file."""
+    assistant_prefix: str = ""
+    """Text every assistant turn starts with (a format prefill, as in training); ``""``: none."""
     sampler: Any = field(default=None, repr=False, compare=False)
     """A ready :class:`~mtrl_gym.trainers.samplers.base.Sampler` (with ``tokenizer``)."""
     tokenizer: Any = field(default=None, repr=False, compare=False)
@@ -128,7 +130,7 @@ class RunSpec:
         if self.sampler is not None:
             out["sampler"] = type(self.sampler).__name__
         if self.kind == "policy":  # sampling settings do not apply to a text policy
-            for key in ("temperature", "top_p", "top_k", "max_new_tokens"):
+            for key in ("temperature", "top_p", "top_k", "max_new_tokens", "assistant_prefix"):
                 out.pop(key, None)
         elif self.system_prompt not in SYSTEM_PROMPT_VARIANTS:
             text = resolve_system_prompt(self.system_prompt)
