@@ -136,6 +136,19 @@ def _yaml():
     return yaml
 
 
+def _toml():
+    try:
+        import tomllib  # Python >= 3.11
+    except ImportError:
+        try:
+            import tomli as tomllib
+        except ImportError:
+            from mtrl_gym.error import DependencyNotInstalled
+
+            raise DependencyNotInstalled("tomli", hint="pip install tomli (TOML configs on Python 3.10)") from None
+    return tomllib
+
+
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Read a YAML (``.yaml``/``.yml``), TOML (``.toml``) or JSON file into a dict.
 
@@ -149,18 +162,13 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"cannot read config {str(path)!r} ({e.strerror}); give a YAML/TOML file "
                           f"or a preset name ({names})") from None
     suffix = path.suffix.lower()
+    parse = _toml().loads if suffix == ".toml" else json.loads if suffix == ".json" else _yaml().safe_load
     try:
-        if suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-            data = data.get("grpo", data)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            data = _yaml().safe_load(text)
+        data = parse(text)
     except Exception as e:  # noqa: BLE001 - yaml, toml and json errors differ
         raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'YAML'} ({e})") from None
+    if suffix == ".toml" and isinstance(data, dict):
+        data = data.get("grpo", data)
     if data is None:
         return {}
     if not isinstance(data, dict):
