@@ -37,7 +37,8 @@ from mtrl_gym.evaluation.backends import ModelPool, adapter_shape_problems, prob
 from mtrl_gym.evaluation.policies import RandomToolPolicy, RandomWordlePolicy, SolverBaseline, make_policy
 from mtrl_gym.evaluation.report import render_trajectory, text_table, write_report
 from mtrl_gym.evaluation.runner import EvalResult, default_out_dir, evaluate
-from mtrl_gym.evaluation.scoring import OutcomeRecorder, SystemPromptOverride
+from mtrl_gym.evaluation.scoring import OutcomeRecorder
+from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.evaluation.specs import POLICIES, EvalConfig, RunSpec, parse_run, resolve_system_prompt
 from mtrl_gym.evaluation.stats import Interval, bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k
 from mtrl_gym.evaluation.store import read_records
@@ -49,7 +50,7 @@ __all__ = [
     "pass_at_k", "default_ks", "bootstrap_ci", "paired_bootstrap_ci", "Interval",
     "ModelPool", "read_adapter_config", "adapter_shape_problems", "probe_endpoint",
     "make_policy", "SolverBaseline", "RandomWordlePolicy", "RandomToolPolicy",
-    "OutcomeRecorder", "SystemPromptOverride", "resolve_system_prompt", "resolve_tasks", "read_records",
+    "OutcomeRecorder", "resolve_system_prompt", "resolve_tasks", "read_records",
     "TrainingCurves", "load_training_curves", "reward_hacking_flags",
     "write_report", "text_table", "render_trajectory",
 ]

@@ -31,7 +31,8 @@ import gymnasium
 from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.backends import ModelPool
 from mtrl_gym.evaluation.policies import make_policy, play_episode
-from mtrl_gym.evaluation.scoring import OutcomeRecorder, SystemPromptOverride
+from mtrl_gym.evaluation.scoring import OutcomeRecorder
+from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, resolve_system_prompt
 from mtrl_gym.evaluation.store import EvalStore
 from mtrl_gym.evaluation.summary import RunData, compare_runs, summarise_run
@@ -82,7 +83,7 @@ def _wrappers(config: EvalConfig, spec: RunSpec) -> list[Callable[[gymnasium.Env
     out: list[Callable] = [OutcomeRecorder, *config.wrappers]
     text = resolve_system_prompt(spec.system_prompt)
     if text is not None:
-        out.append(lambda env: SystemPromptOverride(env, text))
+        out.append(lambda env: SystemPrompt(env, text))
     return out
 
 

@@ -12,10 +12,9 @@ wrapper, and adds to every step's ``info``:
   (a step is *invalid* when it has a format error, ``info["valid"] is False`` or a
   non-empty ``info["error"]``).
 
-:class:`SystemPromptOverride` replaces (or, with ``""``, removes) ``info["system_prompt"]``
-at reset, so one env can be evaluated with another system prompt.
+(System-prompt variants use :class:`mtrl_gym.wrappers.SystemPrompt`.)
 
-Both are plain ``gymnasium.Wrapper``\\ s; they read only what ``step`` returns.
+It is a plain ``gymnasium.Wrapper``; it reads only what ``step`` returns.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from typing import Any
 
 import gymnasium
 
-__all__ = ["OutcomeRecorder", "SystemPromptOverride", "success_threshold", "OUTCOME_KEYS"]
+
+__all__ = ["OutcomeRecorder", "success_threshold", "OUTCOME_KEYS"]
 
 #: ``info`` keys written by :class:`OutcomeRecorder`.
 OUTCOME_KEYS = ("eval/outcome_reward", "eval/success", "eval/invalid_actions", "eval/format_errors",
@@ -84,17 +84,3 @@ class OutcomeRecorder(gymnasium.Wrapper):
         return obs, reward, terminated, truncated, info
 
 
-class SystemPromptOverride(gymnasium.Wrapper):
-    """Replaces ``info["system_prompt"]`` at reset with ``text`` (``""`` drops the prompt)."""
-
-    def __init__(self, env: gymnasium.Env, text: str):
-        super().__init__(env)
-        if not isinstance(text, str):
-            raise TypeError(f"`text` must be a str, got {type(text).__name__}")
-        self.text = text
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        obs, info = self.env.reset(seed=seed, options=options)
-        info = dict(info)
-        info["system_prompt"] = self.text
-        return obs, info

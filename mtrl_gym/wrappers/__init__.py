@@ -6,6 +6,7 @@
 * :class:`FieldReward`: SOP tasks' dense reward, the share of the final answer's fields that are right.
 * :class:`ChatHistory`: the observation as the whole conversation (chat messages).
 * :class:`PriorGuesses`: a Wordle curriculum that starts games with guesses played.
+* :class:`SystemPrompt`: replace the env's system prompt (train and serve with the same one).
 * :class:`RecordEpisodes`, :func:`replay_episode`: JSONL episode records and determinism checks.
 
 A typical stack, innermost first::
@@ -25,6 +26,7 @@ from mtrl_gym.wrappers.field_reward import FieldReward, field_metrics
 from mtrl_gym.wrappers.format_penalty import FormatPenalty
 from mtrl_gym.wrappers.recording import RecordEpisodes, iter_episodes, load_episodes, replay_episode
 from mtrl_gym.wrappers.shaping import BoundedShaping, tier_limits
+from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.wrappers.wordle_shaping import WORDLE_SCALE, WORDLE_WEIGHTS, WordleShaping, wordle_step_terms
 
 __all__ = [
@@ -34,5 +36,6 @@ __all__ = [
     "FieldReward", "field_metrics",
     "ChatHistory", "ChatText", "message_space", "to_openai",
     "PriorGuesses", "safe_prior_words",
+    "SystemPrompt",
     "RecordEpisodes", "replay_episode", "load_episodes", "iter_episodes",
 ]

@@ -11,7 +11,8 @@ import mtrl_gym  # noqa: F401 - registers the envs
 from mtrl_gym.datasets import write_tasks
 from mtrl_gym.error import ConfigError, DatasetError
 from mtrl_gym.evaluation.policies import RandomToolPolicy, make_policy, play_episode
-from mtrl_gym.evaluation.scoring import OutcomeRecorder, SystemPromptOverride
+from mtrl_gym.evaluation.scoring import OutcomeRecorder
+from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, parse_run, resolve_system_prompt
 from mtrl_gym.evaluation.store import EvalStore, read_records
 from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks
@@ -121,7 +122,7 @@ class CheatingShaping(gymnasium.Wrapper):
 
 
 def test_outcome_recorder_sees_the_bare_env_inside_shaping():
-    env = SystemPromptOverride(CheatingShaping(OutcomeRecorder(gymnasium.make("mtrl/Wordle-v0"))), "Short.")
+    env = SystemPrompt(CheatingShaping(OutcomeRecorder(gymnasium.make("mtrl/Wordle-v0"))), "Short.")
     _, info = env.reset(seed=0, options={"answer": "crane"})
     assert info["system_prompt"] == "Short."
     total = 0.0
