@@ -27,7 +27,15 @@ def test_config_errors_name_the_value(fields, message):
 
 
 def test_engine_kwargs_follow_the_config(monkeypatch):
+    from mtrl_gym.trainers.samplers import vllm as module
+
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.setattr(module, "_cpu_has_native_bf16", lambda: False)
+    assert _engine_kwargs(VLLMConfig(), on_cpu=True)["dtype"] == "float32"  # auto: bf16 would be emulated
+    assert _engine_kwargs(VLLMConfig(dtype="bfloat16"), on_cpu=True)["dtype"] == "bfloat16"
+    assert _engine_kwargs(VLLMConfig(), on_cpu=False)["dtype"] == "auto"
+    monkeypatch.setattr(module, "_cpu_has_native_bf16", lambda: True)
+    assert _engine_kwargs(VLLMConfig(), on_cpu=True)["dtype"] == "auto"
     cpu = _engine_kwargs(VLLMConfig(dtype="float32", max_model_len=512), on_cpu=True)
     assert cpu["logprobs_mode"] == "processed_logprobs" and cpu["enable_prefix_caching"] is True
     assert cpu["enforce_eager"] is True and cpu["kv_cache_memory_bytes"] == 2**30
