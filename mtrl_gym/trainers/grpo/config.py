@@ -100,6 +100,13 @@ class GRPOConfig:
     """Threads for env ``reset``/``step`` (0: the calling thread); for envs that wait on I/O."""
     episode_time_budget_s: float | None = None
     """Wall-clock seconds one episode may take; over it the episode fails (minimum reward)."""
+    unfinished_reward: str = "min"
+    """Reward of an episode cut before the env gave its outcome (``max_turns``, token budget):
+    ``min`` (the env's minimum reward: stalling never beats losing), ``sum`` (its turn
+    rewards) or a number such as ``-0.5``."""
+    assistant_prefix: str = ""
+    """Text every assistant turn starts with, written before sampling (a format prefill); its
+    tokens are context, not trained. Evaluate with the same prefix (``eval --assistant-prefix``)."""
 
     # ------------------------------------------------------------------ model
     model: str = "smollm2-135m"
@@ -185,6 +192,8 @@ class GRPOConfig:
     """Top-k filter (0: off)."""
     max_new_tokens: int = 256
     """Most tokens sampled per assistant turn."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings: a turn ends with the token that completes one (kept in the turn)."""
 
     # ------------------------------------------------------------------ objective
     loss: str = "ppo"
@@ -264,6 +273,11 @@ class GRPOConfig:
         _optional_at_least(self, "max_turns", 1)
         _positive_or_none(self, "episode_time_budget_s")
         _one_of(self, "reply_mode", ("auto", "tool", "user"))
+        unfinished_reward_value(self.unfinished_reward)
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        if any(not isinstance(x, str) or not x for x in self.stop):
+            raise ConfigError(f"`stop` must be a list of non-empty strings, got {self.stop!r}")
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"`env` must be an environment id such as 'mtrl/Wordle-v0', got {self.env!r}")
         for name in ("env_wrappers", "val_env_wrappers"):
@@ -463,6 +477,19 @@ def _wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
     if not isinstance(kwargs, Mapping):
         raise ConfigError(f"`{field_name}[{index}].kwargs` must be a mapping, got {kwargs!r}")
     return {"name": spec["name"], "kwargs": dict(kwargs)}
+
+
+def unfinished_reward_value(text: Any) -> float | str:
+    """``"min"``/``"sum"`` as they are, a number (or its text) as a float; anything else raises."""
+    if text in ("min", "sum"):
+        return text
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(text, bool) or not math.isfinite(value):
+        raise ConfigError(f'`unfinished_reward` must be "min", "sum" or a finite number, got {text!r}')
+    return value
 
 
 def _check_maths_names(cfg: GRPOConfig) -> None:

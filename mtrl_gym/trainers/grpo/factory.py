@@ -86,17 +86,20 @@ def build_wrappers(specs: Sequence[Mapping[str, Any]]) -> list[Callable[[gymnasi
 
 def rollout_config(config: Any, *, validation: bool = False) -> Any:
     """The :class:`~mtrl_gym.trainers.rollout.RolloutConfig` of training (or validation) rollouts."""
+    from mtrl_gym.trainers.grpo.config import unfinished_reward_value
     from mtrl_gym.trainers.rollout import RolloutConfig
     from mtrl_gym.trainers.samplers.base import SamplingParams
 
     sampling = SamplingParams(temperature=config.val_temperature if validation else config.temperature,
                               top_p=1.0 if validation else config.top_p, top_k=0 if validation else config.top_k,
-                              max_new_tokens=config.max_new_tokens)
+                              max_new_tokens=config.max_new_tokens, stop=tuple(config.stop))
     return RolloutConfig(group_size=config.val_group_size if validation else config.group_size,
                          sampling=sampling, max_turns=config.max_turns,
                          max_episode_tokens=config.max_episode_tokens,
                          time_budget_s=config.episode_time_budget_s, seed=config.seed, reply_mode=config.reply_mode,
-                         env_kwargs=dict(config.env_kwargs), env_workers=config.env_workers)
+                         env_kwargs=dict(config.env_kwargs), env_workers=config.env_workers,
+                         unfinished_reward=unfinished_reward_value(config.unfinished_reward),
+                         assistant_prefix=config.assistant_prefix)
 
 
 def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation: bool = False,
