@@ -46,12 +46,26 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"tracker": "wandb"}, r"`tracker` must be one of 'mlflow', 'none', got 'wandb'"),
     ({"full_finetune": "maybe"}, r"`full_finetune` must be true or false, got 'maybe'"),
     ({"max_grad_norm": "0"}, r"`max_grad_norm` must be a number > 0 or None, got 0.0"),
+    ({"unfinished_reward": "max"}, r'`unfinished_reward` must be "min", "sum" or a finite number, got \'max\''),
+    ({"stop": ["", "x"]}, r"`stop` must be a list of non-empty strings, got \['', 'x'\]"),
     ({"val_group_size": 4}, r"`val_group_size` is 4 but `val_temperature` is 0: greedy rollouts of a task are "
                             r"identical, so pass@k would equal pass@1"),
 ])
 def test_bad_values_are_rejected_with_the_field_value_and_fix(changes, message):
     with pytest.raises(ConfigError, match=message):
         GRPOConfig(**changes)
+
+
+def test_rollout_fields_reach_the_rollout_engine_config():
+    from mtrl_gym.trainers.grpo.factory import rollout_config
+
+    cfg = GRPOConfig(unfinished_reward="-0.5", stop=['"'], assistant_prefix="<tool_call>", max_new_tokens=6)
+    train = rollout_config(cfg)
+    assert (train.unfinished_reward, train.sampling.stop, train.assistant_prefix) == (-0.5, ('"',), "<tool_call>")
+    assert train.sampling.max_new_tokens == 6
+    val = rollout_config(cfg, validation=True)  # validation serves with the same prefill and stops
+    assert (val.assistant_prefix, val.sampling.stop) == ("<tool_call>", ('"',))
+    assert rollout_config(GRPOConfig()).unfinished_reward == "min"
 
 
 def test_unknown_keys_suggest_the_field():
