@@ -61,6 +61,29 @@ def test_batched_rows_equal_single_requests(tiny_model, chatml_tokenizer):
         assert single.logprobs == pytest.approx(r.logprobs, abs=1e-4)
 
 
+def test_a_groups_identical_prompts_are_prefilled_once(tiny_model, chatml_tokenizer):
+    """GRPO groups share their first prompt: it is computed once and copied to every row; the
+    samples are the same as sampling each request alone, and the next turn's KV reuse works."""
+    tok = chatml_tokenizer
+    prompts = _prompts(tok)[:2]
+    params = [SamplingParams(temperature=1.0, max_new_tokens=8, seed=s) for s in range(4)]
+    requests = [SampleRequest(prompts[i // 4], params[i % 4], session_id=f"g{i // 4}-{i % 4}") for i in range(8)]
+    sampler = HFSampler(tiny_model, tok)
+    batch = sampler.sample(requests)
+    assert sampler.stats["prefill_tokens"] == len(prompts[0]) + len(prompts[1])
+    assert [r.cached_tokens for r in batch] == [0, *[len(prompts[0])] * 3, 0, *[len(prompts[1])] * 3]
+    for req, r in zip(requests, batch):
+        (alone,) = HFSampler(tiny_model, tok).sample([SampleRequest(req.prompt_ids, req.params)])
+        assert alone.token_ids == r.token_ids
+        assert alone.logprobs == pytest.approx(r.logprobs, abs=1e-4)
+    follow = [SampleRequest(req.prompt_ids + r.token_ids + prompts[1], GREEDY, session_id=req.session_id)
+              for req, r in zip(requests, batch)]
+    again = sampler.sample(follow)
+    scratch = HFSampler(tiny_model, tok, kv_reuse=False).sample([SampleRequest(f.prompt_ids, GREEDY) for f in follow])
+    assert [r.token_ids for r in again] == [r.token_ids for r in scratch]
+    assert all(r.cached_tokens == len(f.prompt_ids) - len(prompts[1]) - 1 for r, f in zip(again, follow))
+
+
 def test_max_batch_size_chunks_give_the_same_results(tiny_model, chatml_tokenizer):
     prompts = _prompts(chatml_tokenizer)
     whole = HFSampler(tiny_model, chatml_tokenizer).sample([SampleRequest(p, GREEDY) for p in prompts])

@@ -19,6 +19,10 @@ in a transformers cache are stored after the rotary embedding, so moving them to
 slot does not change attention. Results equal sampling from scratch up to float rounding
 (``tests/trainers/test_samplers_hf.py`` checks greedy tokens and log-probs).
 
+Shared prompts. Requests without a cached past whose prompts are identical (the episodes
+of one GRPO group on their first turn) are prefilled once and the keys/values copied to
+every row; the copies report their prompt as cached.
+
 Reuse is on for models whose cache is a plain :class:`transformers.DynamicCache` of full
 attention layers (Llama, Qwen2/3, Mistral without sliding window, SmolLM, Phi-3, ...).
 Sliding-window, hybrid or recurrent caches fall back to a full prefill each call.
@@ -113,6 +117,8 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
     finish: str | None = None
     error: str | None = None
+    shared: bool = False
+    """The prompt was prefilled once for an identical prompt of the same batch (a GRPO group)."""
 
     @property
     def past_len(self) -> int:
@@ -276,16 +282,22 @@ class HFSampler(Sampler):
         prompt_tokens = len(row.request.prompt_ids)
         if row.finish == "error":
             return SampleResult([], [], "error", prompt_tokens=prompt_tokens, error=row.error)
+        cached = prompt_tokens if row.shared else row.past_len
         return SampleResult(list(row.out), list(row.logprobs), row.finish or "length",
-                            prompt_tokens=prompt_tokens, cached_tokens=row.past_len)
+                            prompt_tokens=prompt_tokens, cached_tokens=cached)
 
     # ------------------------------------------------------------------ decoding loop
 
     def _run(self, rows: list[_Row]) -> None:
         torch = self._torch
         with torch.inference_mode(), _eval_mode(self.model):
-            cache, attn, ids, pos = self._prefill_inputs(rows)
+            unique, index = self._share_prompts(rows)
+            cache, attn, ids, pos = self._prefill_inputs(unique)
             logits = self._forward(ids, attn, pos, cache)
+            if len(unique) < len(rows):  # copy the shared prompts' keys/values to every row
+                select = torch.tensor(index, device=self._device)
+                cache.batch_select_indices(select)
+                attn, logits = attn[select], logits[select]
             active = list(rows)
             while True:
                 for b, row in enumerate(active):
@@ -310,6 +322,32 @@ class HFSampler(Sampler):
                                    device=self._device)
                 attn = torch.cat([attn, attn.new_ones((len(active), 1))], dim=1)
                 logits = self._forward(ids, attn, pos, cache)
+
+    def _share_prompts(self, rows: list[_Row]) -> tuple[list[_Row], list[int]]:
+        """Rows to prefill, and for every row the index of the prefilled row it copies.
+
+        Rows without a cached past whose prompts are identical (the episodes of one GRPO
+        group on their first turn) are computed once; the copies count their prompt as
+        cached. Rows with a past are never shared (their sessions differ).
+        """
+        unique: list[_Row] = []
+        index: list[int] = []
+        first: dict[tuple[int, ...], int] = {}
+        for row in rows:
+            key = tuple(row.new_ids) if row.past is None else None
+            if key is not None and key in first:
+                row.shared = True
+                index.append(first[key])
+                continue
+            if key is not None:
+                first[key] = len(unique)
+            index.append(len(unique))
+            unique.append(row)
+        for row in rows:
+            if row.shared:
+                self.stats["prompt_tokens"] += len(row.new_ids)
+                self.stats["cached_tokens"] += len(row.new_ids)
+        return unique, index
 
     def _finish_reason(self, row: _Row) -> str | None:
         if row.out[-1] in row.stop_ids:
