@@ -465,7 +465,10 @@ def test_smollm2_plays_a_short_wordle_episode():
         assert not t.failed, t.failure_reason
         assert t.num_turns == 2 and t.task_id == "w0"
         _check_token_level(t, engine.renderer)  # the real BPE tokenizer: still no drift
-        assert t.cached_tokens == t.turn_spans[0][1] - 1  # turn 2 reused all of turn 1 but its last token
+        # turn 2 reused all of turn 1 but its last token; the group's second episode also got
+        # the shared first prompt from the first one
+        shared = t.prompt_length if t.sample_index else 0
+        assert t.cached_tokens == t.turn_spans[0][1] - 1 + shared
         assert t.messages[3]["role"] in ("tool", "user") and t.messages[3]["content"]
         assert -1.5 <= t.reward <= 1.55
     assert trajs[0].token_ids[:trajs[0].prompt_length] == trajs[1].token_ids[:trajs[1].prompt_length]
