@@ -287,12 +287,16 @@ def _calls_from_json_text(body: str) -> tuple[list, str | None]:
 
 
 def _first_json_value(body: str) -> Any:
-    """The first JSON object in a chatty or cut-off body (closing up to two braces), or None."""
+    """The first JSON object in a chatty or cut-off body, or None.
+
+    A body cut off at the end of a message is closed with up to two braces, after closing
+    an open string if needed (``{"name": "f", "arguments": {"x": "abc`` parses).
+    """
     start = body.find("{")
     if start < 0:
         return None
     decoder = json.JSONDecoder()
-    for suffix in ("", "}", "}}"):
+    for suffix in ("", "}", "}}", '"}', '"}}'):
         try:
             return decoder.raw_decode(body + suffix, start)[0]
         except (ValueError, RecursionError):

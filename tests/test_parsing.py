@@ -43,6 +43,9 @@ def calls(text, **kw):
     # A call cut off at the end of the message (missing closing tag and brace).
     ('<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}',
      [("guess_word", {"guess": "crane"}, "hermes")]),
+    # ... or cut inside the argument string (a stop string or the token limit)
+    ('<tool_call>{"name": "guess_word", "arguments": {"guess": "cra',
+     [("guess_word", {"guess": "cra"}, "hermes")]),
 ])
 def test_each_format(text, expected):
     assert calls(text) == expected
