@@ -58,6 +58,8 @@ def register(sub) -> None:
                        help="the env's system prompt, none, or a file's text (default: %(default)s)")
     serve.add_argument("--assistant-prefix", default="", metavar="TEXT",
                        help="text every assistant turn starts with (a format prefill, as in training)")
+    serve.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                       help="stop string of every turn (repeatable; the completing token is kept)")
     serve.add_argument("--max-turns", type=int, default=None, help="most turns per episode (default: the env's)")
     serve.add_argument("--max-episode-tokens", type=int, default=4096, help="token budget per episode")
     serve.add_argument("--seed", type=int, default=0, help="task i resets with seed + i (default: %(default)s)")
@@ -128,7 +130,7 @@ def build_runs(args):
         raise ConfigError("nothing to evaluate: give --model, --adapter, --endpoint or --policy (and --runs)")
     defaults = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
                 "max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt,
-                "assistant_prefix": args.assistant_prefix}
+                "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop)}
     return [parse_run(t, sources, defaults=defaults) for t in tokens]
 
 

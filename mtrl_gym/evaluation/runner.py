@@ -139,7 +139,7 @@ def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStor
 
     sampler, tokenizer = pool.open(spec)
     sampling = SamplingParams(temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
-                              max_new_tokens=spec.max_new_tokens)
+                              max_new_tokens=spec.max_new_tokens, stop=spec.stop)
     rollout = RolloutConfig(group_size=config.n, sampling=sampling, max_turns=config.max_turns,
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
                             seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.assistant_prefix)

@@ -67,12 +67,17 @@ class RunSpec:
     """``"default"`` (the env's), ``"none"`` (no system prompt) or a path to a text file."""
     assistant_prefix: str = ""
     """Text every assistant turn starts with (a format prefill, as in training); ``""``: none."""
+    stop: tuple[str, ...] = ()
+    """Stop strings of every turn (the completing token is kept), as in training."""
     sampler: Any = field(default=None, repr=False, compare=False)
     """A ready :class:`~mtrl_gym.trainers.samplers.base.Sampler` (with ``tokenizer``)."""
     tokenizer: Any = field(default=None, repr=False, compare=False)
     """The tokenizer that goes with ``sampler``."""
 
     def __post_init__(self) -> None:
+        self.stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        if any(not isinstance(x, str) or not x for x in self.stop):
+            raise ConfigError(f"run {self.name!r}: `stop` must be non-empty strings, got {self.stop!r}")
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigError(f"a run needs a non-empty `name`, got {self.name!r}")
         kinds = [k for k, on in (("endpoint", self.endpoint), ("policy", self.policy),
@@ -130,7 +135,7 @@ class RunSpec:
         if self.sampler is not None:
             out["sampler"] = type(self.sampler).__name__
         if self.kind == "policy":  # sampling settings do not apply to a text policy
-            for key in ("temperature", "top_p", "top_k", "max_new_tokens", "assistant_prefix"):
+            for key in ("temperature", "top_p", "top_k", "max_new_tokens", "assistant_prefix", "stop"):
                 out.pop(key, None)
         elif self.system_prompt not in SYSTEM_PROMPT_VARIANTS:
             text = resolve_system_prompt(self.system_prompt)

@@ -256,8 +256,9 @@ def test_cli_run_grammar_and_defaults():
     assert endpoint[0].endpoint == "http://127.0.0.1:9/v1" and endpoint[0].model == "tok"
     with pytest.raises(ConfigError, match="label 'trained' is given twice"):
         _cli_runs("--adapter", "a", "--adapter", "b")
-    prefixed = _cli_runs("--model", "m", "--assistant-prefix", "<tool_call>", "--policy", "solver")
+    prefixed = _cli_runs("--model", "m", "--assistant-prefix", "<tool_call>", "--stop", '"', "--policy", "solver")
     assert prefixed[0].assistant_prefix == "<tool_call>" and prefixed[0].describe()["assistant_prefix"] == "<tool_call>"
+    assert prefixed[0].stop == ('"',) and prefixed[0].describe()["stop"] == ('"',)
     assert "assistant_prefix" not in prefixed[1].describe()  # a text policy is not prefilled
 
 
