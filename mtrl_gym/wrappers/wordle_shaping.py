@@ -15,8 +15,12 @@ elimination        +0.25   times the fraction of remaining candidate answers it 
 clue_violation     -0.10   per revealed clue the guess ignores (played or rejected)
 repeated_word      -0.30   a word already guessed was played again
 out_of_dictionary  -0.20   the word is not in the dictionary
+malformed_guess    -0.25   the guess is not 5 letters a-z (wrong length, digits, spaces)
 format_error       -0.30   no parsable guess, or a guess_word call with bad arguments
 ================== ======= =============================================================
+
+The last three make a ladder of partial credit for a model that cannot yet play: a real
+word beats a 5-letter non-word, which beats a malformed guess, which beats no guess at all.
 
 ``S`` is the episode's sum of terms divided by ``scale = 2`` (the built-in solver scores
 0.40 to 0.92, mean 0.66; random dictionary words -0.08 on average; a model that never
@@ -65,6 +69,7 @@ WORDLE_WEIGHTS: Mapping[str, float] = MappingProxyType({
     "clue_violation": 0.10,
     "repeated_word": 0.30,
     "out_of_dictionary": 0.20,
+    "malformed_guess": 0.25,
     "format_error": 0.30,
 })
 #: Default divisor of the summed terms.
@@ -98,6 +103,8 @@ def wordle_step_terms(info: Mapping[str, Any], weights: Mapping[str, float] = WO
         terms["clue_violation"] = -weights["clue_violation"] * violations
     if info.get("error") == "not_in_dictionary" or (valid and info.get("in_dictionary") is False):
         terms["out_of_dictionary"] = -weights["out_of_dictionary"]
+    if info.get("error") in ("not_letters", "wrong_length"):
+        terms["malformed_guess"] = -weights["malformed_guess"]
     if info.get("format_error"):
         terms["format_error"] = -weights["format_error"]
     return terms

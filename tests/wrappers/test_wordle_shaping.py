@@ -77,6 +77,18 @@ def test_pure_term_function_on_hand_built_info():
                        "candidates_before": 5, "candidates_remaining": 5}
     assert wordle_step_terms(played_non_word)["out_of_dictionary"] == -0.20  # invalid_word="play"
     assert wordle_step_terms({}) == {}
+    for error in ("not_letters", "wrong_length"):
+        assert wordle_step_terms({"valid": False, "error": error}) == {"malformed_guess": -0.25}
+
+
+def test_partial_credit_ladder_for_a_model_that_cannot_play_yet():
+    """word > 5-letter non-word > malformed guess > no guess, step by step (fresh games)."""
+    def first_step_shaping(action):
+        terms, _ = step_terms([action])
+        return math.fsum(terms[0].values())
+
+    ladder = [first_step_shaping(a) for a in (G("crane"), G("zzzzz"), G("cr4ne"), "no guess here")]
+    assert ladder == sorted(ladder, reverse=True) and len(set(ladder)) == 4
 
 
 def test_weights_override_and_components_layout():
