@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from conftest import build_tiny_llama  # noqa: E402
+from tiny_models import build_tiny_llama  # noqa: E402
 from test_trainer import TASKS, VowelEnv, make_trainer, params, tiny_config  # noqa: E402
 
 from mtrl_gym.error import ConfigError  # noqa: E402

@@ -299,7 +299,7 @@ def test_max_turns_and_token_budget(chatml_tokenizer):
 
 
 def test_context_length_of_the_model_bounds_the_episode(chatml_tokenizer):
-    from conftest import build_tiny_llama
+    from tiny_models import build_tiny_llama
 
     (probe,) = collect(EchoEnv, _rows(1, turns=1), ScriptedSampler(chatml_tokenizer), chatml_tokenizer)
     limit = probe.prompt_length + 60

@@ -219,7 +219,7 @@ def test_rollout_through_the_endpoint(server):
     from mtrl_gym.trainers.rollout import collect
     from test_rollout import EchoEnv
 
-    from conftest import build_chatml_tokenizer
+    from tiny_models import build_chatml_tokenizer
 
     tok = build_chatml_tokenizer()
     with _sampler(server, model="m") as sampler:

@@ -166,7 +166,7 @@ def test_bad_requests_fail_alone(tiny_model, chatml_tokenizer):
 
 
 def test_context_length_caps_and_rejects(chatml_tokenizer):
-    from conftest import build_tiny_llama
+    from tiny_models import build_tiny_llama
 
     model = build_tiny_llama(len(chatml_tokenizer), max_positions=32)
     sampler = HFSampler(model, chatml_tokenizer)
@@ -214,7 +214,7 @@ def test_sessions_are_freed_bounded_and_invalidated(tiny_model, chatml_tokenizer
 
 
 def test_training_mode_is_restored(chatml_tokenizer):
-    from conftest import build_tiny_llama
+    from tiny_models import build_tiny_llama
 
     model = build_tiny_llama(len(chatml_tokenizer)).train()
     HFSampler(model, chatml_tokenizer).sample([SampleRequest([5, 6, 7], GREEDY)])

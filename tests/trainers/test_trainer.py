@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from conftest import build_tiny_llama  # noqa: E402
+from tiny_models import build_tiny_llama  # noqa: E402
 
 from mtrl_gym.trainers.grpo.batching import build_sequence, make_micro_batches, token_logprobs  # noqa: E402
 from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
