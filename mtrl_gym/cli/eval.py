@@ -56,6 +56,8 @@ def register(sub) -> None:
     serve.add_argument("--max-tokens", type=int, default=256, help="max tokens per turn (default: %(default)s)")
     serve.add_argument("--system-prompt", default="default", metavar="default|none|FILE",
                        help="the env's system prompt, none, or a file's text (default: %(default)s)")
+    serve.add_argument("--no-tools", dest="tools", action="store_false",
+                       help="no tool schemas in the system message (as trained by the cpu preset)")
     serve.add_argument("--assistant-prefix", default="", metavar="TEXT",
                        help="text every assistant turn starts with (a format prefill, as in training)")
     serve.add_argument("--stop", action="append", default=[], metavar="TEXT",
@@ -130,7 +132,7 @@ def build_runs(args):
         raise ConfigError("nothing to evaluate: give --model, --adapter, --endpoint or --policy (and --runs)")
     defaults = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
                 "max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt,
-                "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop)}
+                "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop), "tools": args.tools}
     return [parse_run(t, sources, defaults=defaults) for t in tokens]
 
 

@@ -82,8 +82,9 @@ def _wrappers(config: EvalConfig, spec: RunSpec) -> list[Callable[[gymnasium.Env
     """Outcome recorder innermost, then the training wrappers, then the system prompt."""
     out: list[Callable] = [OutcomeRecorder, *config.wrappers]
     text = resolve_system_prompt(spec.system_prompt)
-    if text is not None:
-        out.append(lambda env: SystemPrompt(env, text))
+    tools = spec.tools or spec.kind == "policy"  # a text policy never reads the prompt
+    if text is not None or not tools:
+        out.append(lambda env: SystemPrompt(env, text, tools=tools))
     return out
 
 

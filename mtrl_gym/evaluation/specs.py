@@ -65,6 +65,9 @@ class RunSpec:
     """Most tokens per assistant turn."""
     system_prompt: str = "default"
     """``"default"`` (the env's), ``"none"`` (no system prompt) or a path to a text file."""
+    tools: bool = True
+    """``False``: no tool schemas in the system message (``SystemPrompt(tools=False)``), as
+    when the model was trained without them; the env still plays tool calls."""
     assistant_prefix: str = ""
     """Text every assistant turn starts with (a format prefill, as in training); ``""``: none."""
     stop: tuple[str, ...] = ()
@@ -135,7 +138,7 @@ class RunSpec:
         if self.sampler is not None:
             out["sampler"] = type(self.sampler).__name__
         if self.kind == "policy":  # sampling settings do not apply to a text policy
-            for key in ("temperature", "top_p", "top_k", "max_new_tokens", "assistant_prefix", "stop"):
+            for key in ("temperature", "top_p", "top_k", "max_new_tokens", "assistant_prefix", "stop", "tools"):
                 out.pop(key, None)
         elif self.system_prompt not in SYSTEM_PROMPT_VARIANTS:
             text = resolve_system_prompt(self.system_prompt)

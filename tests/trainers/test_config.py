@@ -152,7 +152,7 @@ def test_train_cli_has_a_flag_per_field_and_prints_the_resolved_config(capsys):
     assert main(["train", "--config", "cpu", "--group-size", "3", "--no-progress", "--set", "seed=9",
                  "--print-config"]) == 0
     out = capsys.readouterr().out
-    assert "group_size: 3" in out and "seed: 9" in out and "progress: false" in out and "max_turns: 3" in out
+    assert "group_size: 3" in out and "seed: 9" in out and "progress: false" in out and "max_turns: 1" in out
 
 
 def test_train_cli_reports_bad_values_cleanly(capsys):

@@ -339,7 +339,7 @@ def test_cpu_preset_trains_the_embedded_model_on_wordle(tmp_path):
     summary = trainer.train()
     m = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert summary["steps"] == 1 and m["rollout/episodes"] == 2 and m["rollout/tokens_sampled"] > 0
-    assert m["rollout/tokens_prefill"] > 400  # Wordle's system prompt and tool schema
+    assert m["rollout/tokens_prefill"] > 100  # the system prompt and the task
     assert (tmp_path / "run" / "checkpoints" / "step_000001" / "adapter" / "adapter_model.safetensors").is_file()
     if m["train/sequences"]:
         assert m["train/logprob_mismatch_max"] < 1e-3  # HF sampler and trainer share the weights
