@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gymnasium
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from wrapper_helpers import ACTIONS, ANSWERS, G, games, play, solver_actions, tier_interval
 
@@ -49,13 +49,17 @@ def test_each_term_pinned_on_a_real_game():
         "valid_guess": 0.10 / s, "opener": 0.30 * 5.766162061485055 / 5.885370934719264 / s,
         "new_letter": 5 * 0.02 / s, "elimination": 0.25 * (1923 - 43) / 1923 / s}, abs=1e-12)
     # crane again: played (valid), repeated, and it ignores 4 revealed clues; nothing eliminated.
+    # That sums to -0.60, below the floor of a played word (-0.15): word_floor pays the 0.45.
     assert terms[1] == pytest.approx({"valid_guess": 0.10 / s, "new_letter": 0.0, "elimination": 0.0,
-                                      "repeated_word": -0.30 / s, "clue_violation": -4 * 0.10 / s}, abs=1e-12)
+                                      "repeated_word": -0.30 / s, "clue_violation": -4 * 0.10 / s,
+                                      "word_floor": 0.45 / s}, abs=1e-12)
+    assert math.fsum(terms[1].values()) == pytest.approx(-0.15 / s, abs=1e-12)
     assert steps[1][4]["clue_violations"] == 4
-    # zzzzz: rejected (not a word); it also misses the green E and the yellow A (2 violations).
+    # zzzzz: rejected (not a word); it misses the green E and the yellow A (2 violations),
+    # which cost nothing: clue violations count only for real words.
     assert steps[2][4]["error"] == "not_in_dictionary"
     assert steps[2][4]["clue_violations"] == 2
-    assert terms[2] == pytest.approx({"out_of_dictionary": -0.20 / s, "clue_violation": -2 * 0.10 / s}, abs=1e-12)
+    assert terms[2] == pytest.approx({"out_of_dictionary": -0.20 / s}, abs=1e-12)
     assert terms[3] == {"format_error": -0.30 / s}
     # slate: 3 new letters (s, l, t); not the first guess, so no opener.
     assert "opener" not in terms[4] and terms[4]["new_letter"] == pytest.approx(3 * 0.02 / s)
@@ -89,6 +93,27 @@ def test_partial_credit_ladder_for_a_model_that_cannot_play_yet():
 
     ladder = [first_step_shaping(a) for a in (G("crane"), G("zzzzz"), G("cr4ne"), "no guess here")]
     assert ladder == sorted(ladder, reverse=True) and len(set(ladder)) == 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(answer=ANSWERS, priors=st.lists(ANSWERS, max_size=4), word=ANSWERS, non_word=st.text("abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=5),
+       malformed=st.sampled_from(["cr4ne", "crane!", "cranes", "ab", "a b c", "..."]))
+def test_partial_credit_ladder_holds_whatever_the_board(answer, priors, word, non_word, malformed):
+    """On any board, a played word >= -0.15 > a 5-letter non-word > malformed > no guess."""
+    from mtrl_gym.envs.wordle import game
+
+    assume(non_word not in game.allowed_index() and non_word != answer)
+
+    def step_sum(action):
+        terms, steps = step_terms([G(p) for p in priors] + [action], answer=answer)
+        return math.fsum(terms[-1].values()) * WORDLE_SCALE, steps[-1]
+
+    if answer in priors:  # the game may be over before the last guess
+        return
+    played, step = step_sum(G(word))
+    assert step[4]["valid"] and played >= -0.15 - 1e-12
+    rungs = [played, step_sum(G(non_word))[0], step_sum(G(malformed))[0], step_sum("no guess here")[0]]
+    assert rungs[1:] == pytest.approx([-0.20, -0.25, -0.30], abs=1e-12) and rungs[0] > rungs[1]
 
 
 def test_weights_override_and_components_layout():
@@ -186,9 +211,10 @@ def test_solver_games_are_solves_in_their_tier(answer, junk):
 
 
 def test_worst_solve_and_extreme_losses():
-    # Four repeated, clue-ignoring words then a solve on guess 6, and 6 junk steps in between.
+    # Four repeated, clue-ignoring words then a solve on guess 6, and 6 junk steps in between
+    # (no floor under a played word's terms, so the shaping reaches its -1 clip).
     bad = [G("crane")] + [G("crane")] * 4 + ["no call"] * 6 + [G("paste")]
-    _, steps = play(shaped(), bad, options={"answer": "paste"})
+    _, steps = play(shaped(weights={"word_floor": 10.0}), bad, options={"answer": "paste"})
     info = steps[-1][4]
     assert info["solved"] and info["guesses_used"] == 6
     assert info["reward_components"]["clipped"] == -1.0
@@ -259,7 +285,7 @@ def _table_rows(text: str) -> dict[str, float]:
 @pytest.mark.parametrize("source", ["docs/wrappers.md", "mtrl_gym/wrappers/wordle_shaping.py"])
 def test_weight_tables_match_the_code(source):
     rows = _table_rows((ROOT / source).read_text())
-    signs = {k: (1 if k in ("valid_guess", "opener", "new_letter", "elimination") else -1) for k in WORDLE_WEIGHTS}
+    signs = {k: (1 if k in ("valid_guess", "opener", "new_letter", "elimination", "word_floor") else -1) for k in WORDLE_WEIGHTS}
     assert rows == {k: signs[k] * v for k, v in WORDLE_WEIGHTS.items()}
 
 
