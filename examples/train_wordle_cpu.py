@@ -11,7 +11,7 @@ One file, top to bottom, no hidden steps:
    by the shaping used for training).
 2. **Train**: GRPO with LoRA on the training words, with the ``cpu`` preset
    (``mtrl_gym/trainers/grpo/presets/cpu.yaml`` says why each setting is what it is): one
-   guess per episode, 0-4 earlier solver guesses already on the board, partial-credit
+   guess per episode, 0-3 earlier solver guesses already on the board, partial-credit
    shaping. Every ``val_every`` steps the trainer also measures held-out first guesses (the
    curve).
 3. **After**: the same evaluation as step 1 with the trained adapter: same words, same
@@ -63,7 +63,9 @@ def held_out_eval(config: GRPOConfig, out: Path, *, adapter: str | None, tasks: 
                    temperature=config.temperature, max_new_tokens=config.max_new_tokens,
                    assistant_prefix=config.assistant_prefix, stop=tuple(config.stop))
     serve_like_training = [lambda env: SystemPrompt(env, prompt["text"], tools=prompt["tools"])]
-    result = evaluate(config.env, [spec], split="val", limit=tasks, out_dir=out, report=False,
+    # resume=True: an evaluation already finished in ``out`` with the same settings is read back
+    # (the base model's does not change from run to run), an interrupted one is continued.
+    result = evaluate(config.env, [spec], split="val", limit=tasks, out_dir=out, report=False, resume=True,
                       config=EvalConfig(n=samples, seed=1234, max_turns=6, batch_tasks=16,
                                         wrappers=serve_like_training))
     row = result.run(spec.name)

@@ -14,18 +14,21 @@ new_letter         +0.02   per distinct letter of a played guess not in earlier 
 elimination        +0.25   times the fraction of remaining candidate answers it removed
 clue_violation     -0.10   per revealed clue a real word ignores (played or rejected)
 repeated_word      -0.30   a word already guessed was played again
-word_floor         +0.15   a played word's terms never sum below -0.15 (the difference is
-                           paid as ``word_floor``)
+word_floor         +0.15   a new played word's terms never sum below -0.15 (the difference
+                           is paid as ``word_floor``); a repeated word gets no floor
 out_of_dictionary  -0.20   the word is not in the dictionary
 malformed_guess    -0.25   the guess is not 5 letters a-z (wrong length, digits, spaces)
 format_error       -0.30   no parsable guess, or a guess_word call with bad arguments
 ================== ======= =============================================================
 
 The last four make a ladder of partial credit for a model that cannot yet play, on every
-step, whatever the clues so far: a played word (>= -0.15) beats a 5-letter non-word
-(-0.20), which beats a malformed guess (-0.25), which beats no guess at all (-0.30). Clue
-violations count only for real words: were they charged to non-words, a 5-letter attempt
-that ignores the board would score below gibberish, and a small model learns gibberish.
+step, whatever the clues so far: a new played word (>= -0.15) beats a 5-letter non-word
+(-0.20), which beats a malformed guess (-0.25), which beats no guess at all (-0.30); a
+repeated word scores at most -0.20. Clue violations count only for real words: were they
+charged to non-words, a 5-letter attempt that ignores the board would score below
+gibberish, and a small model learns gibberish. And were repeats floored like new words,
+copying a guess from the board would beat every attempt at a new word, and a small model
+learns to copy.
 
 ``S`` is the episode's sum of terms divided by ``scale = 2`` (the built-in solver scores
 0.40 to 0.92, mean 0.66; random dictionary words 0.23 on average; a model that never
@@ -114,7 +117,7 @@ def wordle_step_terms(info: Mapping[str, Any], weights: Mapping[str, float] = WO
         terms["malformed_guess"] = -weights["malformed_guess"]
     if info.get("format_error"):
         terms["format_error"] = -weights["format_error"]
-    if valid and real_word and sum(terms.values()) < -weights["word_floor"]:
+    if valid and real_word and not info.get("repeated") and sum(terms.values()) < -weights["word_floor"]:
         terms["word_floor"] = -weights["word_floor"] - sum(terms.values())
     return terms
 

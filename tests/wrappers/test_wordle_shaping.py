@@ -49,11 +49,9 @@ def test_each_term_pinned_on_a_real_game():
         "valid_guess": 0.10 / s, "opener": 0.30 * 5.766162061485055 / 5.885370934719264 / s,
         "new_letter": 5 * 0.02 / s, "elimination": 0.25 * (1923 - 43) / 1923 / s}, abs=1e-12)
     # crane again: played (valid), repeated, and it ignores 4 revealed clues; nothing eliminated.
-    # That sums to -0.60, below the floor of a played word (-0.15): word_floor pays the 0.45.
+    # A repeat gets no floor (copying a word from the board must not beat a new attempt).
     assert terms[1] == pytest.approx({"valid_guess": 0.10 / s, "new_letter": 0.0, "elimination": 0.0,
-                                      "repeated_word": -0.30 / s, "clue_violation": -4 * 0.10 / s,
-                                      "word_floor": 0.45 / s}, abs=1e-12)
-    assert math.fsum(terms[1].values()) == pytest.approx(-0.15 / s, abs=1e-12)
+                                      "repeated_word": -0.30 / s, "clue_violation": -4 * 0.10 / s}, abs=1e-12)
     assert steps[1][4]["clue_violations"] == 4
     # zzzzz: rejected (not a word); it misses the green E and the yellow A (2 violations),
     # which cost nothing: clue violations count only for real words.
@@ -99,7 +97,8 @@ def test_partial_credit_ladder_for_a_model_that_cannot_play_yet():
 @given(answer=ANSWERS, priors=st.lists(ANSWERS, max_size=4), word=ANSWERS, non_word=st.text("abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=5),
        malformed=st.sampled_from(["cr4ne", "crane!", "cranes", "ab", "a b c", "..."]))
 def test_partial_credit_ladder_holds_whatever_the_board(answer, priors, word, non_word, malformed):
-    """On any board, a played word >= -0.15 > a 5-letter non-word > malformed > no guess."""
+    """On any board, a new played word >= -0.15 > a 5-letter non-word > malformed > no guess,
+    and a repeated word <= a non-word."""
     from mtrl_gym.envs.wordle import game
 
     assume(non_word not in game.allowed_index() and non_word != answer)
@@ -111,7 +110,11 @@ def test_partial_credit_ladder_holds_whatever_the_board(answer, priors, word, no
     if answer in priors:  # the game may be over before the last guess
         return
     played, step = step_sum(G(word))
-    assert step[4]["valid"] and played >= -0.15 - 1e-12
+    assert step[4]["valid"]
+    if step[4]["repeated"]:
+        assert played <= -0.20 + 1e-12
+        return
+    assert played >= -0.15 - 1e-12
     rungs = [played, step_sum(G(non_word))[0], step_sum(G(malformed))[0], step_sum("no guess here")[0]]
     assert rungs[1:] == pytest.approx([-0.20, -0.25, -0.30], abs=1e-12) and rungs[0] > rungs[1]
 
@@ -211,10 +214,9 @@ def test_solver_games_are_solves_in_their_tier(answer, junk):
 
 
 def test_worst_solve_and_extreme_losses():
-    # Four repeated, clue-ignoring words then a solve on guess 6, and 6 junk steps in between
-    # (no floor under a played word's terms, so the shaping reaches its -1 clip).
+    # Four repeated, clue-ignoring words then a solve on guess 6, and 6 junk steps in between.
     bad = [G("crane")] + [G("crane")] * 4 + ["no call"] * 6 + [G("paste")]
-    _, steps = play(shaped(weights={"word_floor": 10.0}), bad, options={"answer": "paste"})
+    _, steps = play(shaped(), bad, options={"answer": "paste"})
     info = steps[-1][4]
     assert info["solved"] and info["guesses_used"] == 6
     assert info["reward_components"]["clipped"] == -1.0
