@@ -20,10 +20,12 @@ One file, top to bottom, no hidden steps:
    curves with the before/after levels) and the run folder (checkpoints, ``metrics.jsonl``,
    sampled trajectories, MLflow run if ``--tracker mlflow``).
 
-The headline metric is the **valid-guess rate**: the fraction of the model's turns, in full
-games, whose guess is a real, new 5-letter word (1 - the evaluation's invalid-action rate).
-A 135M model starts near 1-2 %; winning games is far beyond it, and we report the solve
-rate and outcome reward too, whatever they are.
+The headline metric is the **new-word rate**: the fraction of the model's turns, in full
+games, whose guess is a real 5-letter word not guessed before in that game (repeats count
+as valid actions for the env, so the evaluation's valid-guess rate, also reported, would
+credit a model that plays the same word six times). The base model starts at 0 %; winning
+games is far beyond a 135M model here, and we report the solve rate and outcome reward
+too, whatever they are.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import time
 from pathlib import Path
 
 import mtrl_gym  # noqa: F401  (registers the environments)
-from mtrl_gym.eval import EvalConfig, RunSpec, evaluate
+from mtrl_gym.eval import EvalConfig, RunSpec, evaluate, read_records
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 from mtrl_gym.wrappers import SystemPrompt
@@ -49,6 +51,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--eval-samples", type=int, default=1, help="games per held-out word (default: 1)")
     p.add_argument("--tracker", default="none", choices=["none", "mlflow"], help="MLflow logging (default: none)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run in --out (finished evaluations are read back)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the preset, e.g. --set learning_rate=3e-4 (repeatable)")
     return p.parse_args()
@@ -70,8 +74,17 @@ def held_out_eval(config: GRPOConfig, out: Path, *, adapter: str | None, tasks: 
                                         wrappers=serve_like_training))
     row = result.run(spec.name)
     traj = row["trajectory"]
+    turns = new_words = 0
+    for record in read_records(out / "trajectories" / f"{spec.name}.jsonl"):
+        for message in record["messages"]:
+            if message["role"] == "tool":  # the env's answer to each turn's guess
+                turns += 1
+                played = not message["content"].startswith("Invalid guess")
+                new_words += played and "(you already guessed this word)" not in message["content"]
     return {
-        # per game: invalid turns / turns, averaged over games
+        # a real word the game had not seen yet, over all turns of all games
+        "new_word_rate": new_words / max(turns, 1),
+        # per game: turns with a played guess (repeats included) / turns, averaged over games
         "valid_guess_rate": 1.0 - traj["invalid_action_rate"],
         "solve_rate": row["success_rate"]["value"],
         "solve_rate_ci": [row["success_rate"]["low"], row["success_rate"]["high"]],
@@ -102,12 +115,13 @@ def plot(metrics_file: Path, before: dict, after: dict, path: Path) -> None:
     a.set_title("Valid guesses while training")
     a.legend()
     a.grid(alpha=0.3)
-    names = ["valid-guess rate\n(full games)", "solve rate"]
+    keys = ["new_word_rate", "valid_guess_rate", "solve_rate"]
+    names = ["new-word rate", "valid-guess rate\n(repeats included)", "solve rate"]
     x = range(len(names))
-    b.bar([i - 0.2 for i in x], [before["valid_guess_rate"], before["solve_rate"]], width=0.4, label="base")
-    b.bar([i + 0.2 for i in x], [after["valid_guess_rate"], after["solve_rate"]], width=0.4, label="trained")
+    b.bar([i - 0.2 for i in x], [before[k] for k in keys], width=0.4, label="base")
+    b.bar([i + 0.2 for i in x], [after[k] for k in keys], width=0.4, label="trained")
     b.set_xticks(list(x), names)
-    b.set_title(f"Held-out words ({before['episodes']} games each)")
+    b.set_title(f"Held-out words, full games ({before['episodes']} per model)")
     b.legend()
     b.grid(alpha=0.3, axis="y")
     fig.tight_layout()
@@ -131,11 +145,12 @@ def main() -> None:
 
     t0 = time.monotonic()
     before = held_out_eval(config, out / "eval-before", adapter=None, tasks=tasks, samples=samples)
-    print(f"before: valid-guess rate {before['valid_guess_rate']:.1%}, solve rate {before['solve_rate']:.1%}",
-          flush=True)
+    print(f"before: new-word rate {before['new_word_rate']:.1%}, valid-guess rate {before['valid_guess_rate']:.1%}, "
+          f"solve rate {before['solve_rate']:.1%}", flush=True)
 
     t1 = time.monotonic()
-    trainer = GRPOTrainer(config)
+    resume = out / "run" if args.resume and (out / "run" / "checkpoints").is_dir() else None
+    trainer = GRPOTrainer(config, resume=resume)
     try:
         summary = trainer.train()
     finally:
@@ -144,7 +159,8 @@ def main() -> None:
     adapter = out / "run" / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter"
 
     after = held_out_eval(config, out / "eval-after", adapter=str(adapter), tasks=tasks, samples=samples)
-    print(f"after:  valid-guess rate {after['valid_guess_rate']:.1%}, solve rate {after['solve_rate']:.1%}")
+    print(f"after:  new-word rate {after['new_word_rate']:.1%}, valid-guess rate {after['valid_guess_rate']:.1%}, "
+          f"solve rate {after['solve_rate']:.1%}")
     results = {"before": before, "after": after, "steps": summary["steps"], "train_seconds": train_seconds,
                "total_seconds": time.monotonic() - t0, "final_val": summary["final_val"],
                "adapter": str(adapter), "config": config.to_dict()}

@@ -18,17 +18,20 @@ word_floor         +0.15   a new played word's terms never sum below -0.15 (the 
                            is paid as ``word_floor``); a repeated word gets no floor
 out_of_dictionary  -0.20   the word is not in the dictionary
 malformed_guess    -0.25   the guess is not 5 letters a-z (wrong length, digits, spaces)
+near_word          +0.04   a malformed guess, times how close it is to 5 letters a-z (share
+                           of letters x closeness of its length to 5; always < 1)
 format_error       -0.30   no parsable guess, or a guess_word call with bad arguments
 ================== ======= =============================================================
 
-The last four make a ladder of partial credit for a model that cannot yet play, on every
+The last five make a ladder of partial credit for a model that cannot yet play, on every
 step, whatever the clues so far: a new played word (>= -0.15) beats a 5-letter non-word
-(-0.20), which beats a malformed guess (-0.25), which beats no guess at all (-0.30); a
-repeated word scores at most -0.20. Clue violations count only for real words: were they
+(-0.20), which beats a malformed guess (-0.25 to -0.21, the closer to a 5-letter word the
+better), which beats no guess at all (-0.30); a repeated word scores at most -0.20. Clue violations count only for real words: were they
 charged to non-words, a 5-letter attempt that ignores the board would score below
 gibberish, and a small model learns gibberish. And were repeats floored like new words,
 copying a guess from the board would beat every attempt at a new word, and a small model
-learns to copy.
+learns to copy. And were all malformed guesses equal, a model whose every guess is
+malformed would see identical rewards in every group, hence no gradient at all.
 
 ``S`` is the episode's sum of terms divided by ``scale = 2`` (the built-in solver scores
 0.40 to 0.92, mean 0.66; random dictionary words 0.23 on average; a model that never
@@ -79,6 +82,7 @@ WORDLE_WEIGHTS: Mapping[str, float] = MappingProxyType({
     "word_floor": 0.15,
     "out_of_dictionary": 0.20,
     "malformed_guess": 0.25,
+    "near_word": 0.04,
     "format_error": 0.30,
 })
 #: Default divisor of the summed terms.
@@ -115,6 +119,9 @@ def wordle_step_terms(info: Mapping[str, Any], weights: Mapping[str, float] = WO
         terms["out_of_dictionary"] = -weights["out_of_dictionary"]
     if info.get("error") in ("not_letters", "wrong_length"):
         terms["malformed_guess"] = -weights["malformed_guess"]
+        closeness = _closeness_to_a_word(info.get("guess_text") or info.get("guess") or "")
+        if closeness > 0:
+            terms["near_word"] = weights["near_word"] * closeness
     if info.get("format_error"):
         terms["format_error"] = -weights["format_error"]
     if valid and real_word and not info.get("repeated") and sum(terms.values()) < -weights["word_floor"]:
@@ -124,6 +131,17 @@ def wordle_step_terms(info: Mapping[str, Any], weights: Mapping[str, float] = WO
 
 #: Errors of a guess that is not a real word (no clue-violation penalty for these).
 _NOT_WORDS = frozenset({"not_in_dictionary", "not_letters", "wrong_length"})
+
+
+def _closeness_to_a_word(text: str) -> float:
+    """How close a malformed guess is to 5 letters a-z, in [0, 1): the share of its
+    characters that are letters a-z times ``1 - |length - 5| / 5`` (0 from 10 characters)."""
+    text = text.strip()
+    if not text:
+        return 0.0
+    letters = sum("a" <= c <= "z" for c in text.lower())
+    closeness = letters / len(text) * max(0.0, 1.0 - abs(len(text) - 5) / 5)
+    return min(closeness, 0.99)  # 5 letters a-z is not malformed; keep the rung below a non-word
 
 
 def _opener_quality(word: str) -> float:

@@ -81,6 +81,12 @@ def test_pure_term_function_on_hand_built_info():
     assert wordle_step_terms({}) == {}
     for error in ("not_letters", "wrong_length"):
         assert wordle_step_terms({"valid": False, "error": error}) == {"malformed_guess": -0.25}
+    # near_word: share of letters x closeness of the length to 5
+    near = {"valid": False, "error": "not_letters", "guess_text": "cr4ne"}
+    assert wordle_step_terms(near) == pytest.approx({"malformed_guess": -0.25, "near_word": 0.04 * 4 / 5})
+    far = {"valid": False, "error": "wrong_length", "guess": "cranes", "guess_text": "cranes"}
+    assert wordle_step_terms(far) == pytest.approx({"malformed_guess": -0.25, "near_word": 0.04 * 4 / 5})
+    assert "near_word" not in wordle_step_terms({"valid": False, "error": "not_letters", "guess_text": "1234567890"})
 
 
 def test_partial_credit_ladder_for_a_model_that_cannot_play_yet():
@@ -116,7 +122,8 @@ def test_partial_credit_ladder_holds_whatever_the_board(answer, priors, word, no
         return
     assert played >= -0.15 - 1e-12
     rungs = [played, step_sum(G(non_word))[0], step_sum(G(malformed))[0], step_sum("no guess here")[0]]
-    assert rungs[1:] == pytest.approx([-0.20, -0.25, -0.30], abs=1e-12) and rungs[0] > rungs[1]
+    assert rungs[1] == pytest.approx(-0.20, abs=1e-12) and rungs[3] == pytest.approx(-0.30, abs=1e-12)
+    assert rungs[0] > rungs[1] > rungs[2] >= -0.25 - 1e-12
 
 
 def test_weights_override_and_components_layout():
@@ -287,7 +294,7 @@ def _table_rows(text: str) -> dict[str, float]:
 @pytest.mark.parametrize("source", ["docs/wrappers.md", "mtrl_gym/wrappers/wordle_shaping.py"])
 def test_weight_tables_match_the_code(source):
     rows = _table_rows((ROOT / source).read_text())
-    signs = {k: (1 if k in ("valid_guess", "opener", "new_letter", "elimination", "word_floor") else -1) for k in WORDLE_WEIGHTS}
+    signs = {k: (1 if k in ("valid_guess", "opener", "new_letter", "elimination", "word_floor", "near_word") else -1) for k in WORDLE_WEIGHTS}
     assert rows == {k: signs[k] * v for k, v in WORDLE_WEIGHTS.items()}
 
 

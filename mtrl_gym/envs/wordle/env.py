@@ -126,7 +126,8 @@ class WordleEnv(gymnasium.Env[str, str]):
     At reset: ``system_prompt``, ``tools``, ``task_id``. Every step: ``tool_calls``,
     ``tool_results``, ``format_error``, ``loose_match``, ``error`` (None or one of
     ``no_guess``, ``bad_arguments``, ``not_letters``, ``wrong_length``,
-    ``not_in_dictionary``, ``hard_mode``), ``guess`` (lower-case or None), ``feedback``
+    ``not_in_dictionary``, ``hard_mode``), ``guess`` (lower-case or None), ``guess_text``
+    (the guess argument as written, at most 64 characters, or None), ``feedback``
     (list of ``"green"``/``"yellow"``/``"gray"`` or None), ``valid`` (the guess was
     played), ``in_dictionary``, ``repeated``, ``solved``, ``guesses_used``, ``turns_used``,
     ``candidates_before``/``candidates_remaining`` (answers consistent with the feedback
@@ -283,6 +284,7 @@ class WordleEnv(gymnasium.Env[str, str]):
             "loose_match": False,
             "error": None,
             "guess": None,
+            "guess_text": None,
             "feedback": None,
             "valid": False,
             "in_dictionary": False,
@@ -305,6 +307,7 @@ class WordleEnv(gymnasium.Env[str, str]):
             info["error"] = "bad_arguments"
             why = call.error or 'guess_word needs one argument "guess" with a 5-letter word'
             return f"Invalid call to guess_word: {_ascii(why, 120)}."
+        info["guess_text"] = raw[:64]
         word = raw.strip().strip("\"'`*.").lower()
         if not word.isascii() or not word.isalpha():
             info["error"] = "not_letters"
