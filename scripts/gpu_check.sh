@@ -15,9 +15,8 @@
 #
 # Note: part 2 drives the GRPO trainer through its command line (`mtrl-gym train --config
 # gpu --sampler vllm ...`, the `gpu` preset: bf16, LoRA, merged weights pushed into vLLM
-# after every step). The trainer was written alongside this script by another engineer,
-# and no GPU was available when this script was written: it has only been run on CPU (with
-# GPU_CHECK_ALLOW_CPU=1). If a flag name changed, `mtrl-gym train --help` lists the fields.
+# after every step). No GPU has been available to the project yet: the script has only been
+# run on the CPU build (GPU_CHECK_ALLOW_CPU=1), so treat its first GPU run as its test.
 set -euo pipefail
 
 MODEL="${MODEL:-smollm2-135m}"
