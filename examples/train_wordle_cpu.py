@@ -107,21 +107,8 @@ def plot(metrics_file: Path, before: dict, after: dict, path: Path) -> None:
     train = [r for r in rows if r.get("kind") != "val" and "rollout/info/valid" in r]
     val = [r for r in rows if r.get("kind") == "val" and "val/info/valid" in r]
     fig, (a, r, b) = plt.subplots(1, 3, figsize=(15, 4))
-    a.plot([r["step"] for r in train], [r["rollout/info/valid"] for r in train], label="training guesses (sampled)",
-           alpha=0.6)
-    a.plot([r["step"] for r in val], [r["val/info/valid"] for r in val], "o-", label="held-out first guesses")
-    a.set_xlabel("GRPO step")
-    a.set_ylabel("valid-guess rate")
-    a.set_title("Valid guesses while training")
-    a.legend()
-    a.grid(alpha=0.3)
-    r.plot([x["step"] for x in train], [x["rollout/reward_mean"] for x in train], label="training episodes", alpha=0.6)
-    r.plot([x["step"] for x in val], [x["val/reward_mean"] for x in val], "o-", label="held-out first guesses")
-    r.set_xlabel("GRPO step")
-    r.set_ylabel("shaped reward (one guess)")
-    r.set_title("Partial-credit reward")
-    r.legend()
-    r.grid(alpha=0.3)
+    _curves(a, train, val, "info/valid", "valid-guess rate", "Valid guesses while training")
+    _curves(r, train, val, "reward_mean", "shaped reward (one guess)", "Partial-credit reward")
     keys = ["new_word_rate", "valid_guess_rate", "solve_rate"]
     names = ["new-word rate", "valid-guess rate\n(repeats included)", "solve rate"]
     x = range(len(names))
@@ -134,6 +121,18 @@ def plot(metrics_file: Path, before: dict, after: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _curves(ax, train: list[dict], val: list[dict], metric: str, ylabel: str, title: str) -> None:
+    """``rollout/<metric>`` of the training steps and ``val/<metric>`` of the validations."""
+    ax.plot([x["step"] for x in train], [x[f"rollout/{metric}"] for x in train], label="training (sampled)",
+            alpha=0.6)
+    ax.plot([x["step"] for x in val], [x[f"val/{metric}"] for x in val], "o-", label="held-out first guesses")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(alpha=0.3)
 
 
 def main() -> None:

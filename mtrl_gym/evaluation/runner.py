@@ -32,12 +32,12 @@ from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.backends import ModelPool
 from mtrl_gym.evaluation.policies import make_policy, play_episode
 from mtrl_gym.evaluation.scoring import OutcomeRecorder
-from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, resolve_system_prompt
 from mtrl_gym.evaluation.store import EvalStore
 from mtrl_gym.evaluation.summary import RunData, compare_runs, summarise_run
 from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks, tasks_digest
 from mtrl_gym.trainers.trajectory import Trajectory
+from mtrl_gym.wrappers.system_prompt import SystemPrompt
 
 __all__ = ["evaluate", "EvalResult", "default_out_dir"]
 

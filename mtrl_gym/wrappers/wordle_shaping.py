@@ -124,8 +124,10 @@ def wordle_step_terms(info: Mapping[str, Any], weights: Mapping[str, float] = WO
             terms["near_word"] = weights["near_word"] * closeness
     if info.get("format_error"):
         terms["format_error"] = -weights["format_error"]
-    if valid and real_word and not info.get("repeated") and sum(terms.values()) < -weights["word_floor"]:
-        terms["word_floor"] = -weights["word_floor"] - sum(terms.values())
+    if valid and real_word and not info.get("repeated"):
+        total = sum(terms.values())
+        if total < -weights["word_floor"]:
+            terms["word_floor"] = -weights["word_floor"] - total
     return terms
 
 

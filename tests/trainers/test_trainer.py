@@ -10,15 +10,14 @@ from __future__ import annotations
 import json
 import math
 
-import gymnasium
 import pytest
-from gymnasium import spaces
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 from tiny_models import build_tiny_llama  # noqa: E402
+from toy_envs import VowelEnv  # noqa: E402
 
 from mtrl_gym.trainers.grpo.batching import build_sequence, make_micro_batches, token_logprobs  # noqa: E402
 from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
@@ -29,31 +28,6 @@ from mtrl_gym.trainers.samplers.base import SampleResult, Sampler  # noqa: E402
 from mtrl_gym.trainers.samplers.hf import HFSampler  # noqa: E402
 
 TASKS = [{"id": f"t{i}", "turns": 1, "letters": "aeiou"[: 1 + i % 5]} for i in range(8)]
-
-
-class VowelEnv(gymnasium.Env[str, str]):
-    """Reward: the fraction of the task's ``letters`` (default: vowels) among the letters of each
-    reply; ``turns`` replies per episode."""
-
-    reward_range = (-1.0, 1.0)
-
-    def __init__(self):
-        self.observation_space = spaces.Text(100_000)
-        self.action_space = spaces.Text(100_000)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.task, self.t = dict((options or {}).get("task") or {}), 0
-        return "Say something.", {"system_prompt": "Be brief.", "tools": [], "task_id": self.task.get("id", "x")}
-
-    def step(self, action):
-        self.t += 1
-        letters = [c for c in action.lower() if c.isalpha()]
-        scored = self.task.get("letters", "aeiou")
-        reward = sum(c in scored for c in letters) / len(letters) if letters else 0.0
-        done = self.t >= self.task.get("turns", 1)
-        info = {"tool_calls": [], "tool_results": [], "format_error": False, "success": reward > 0.5}
-        return "ok", reward, done, False, info
 
 
 def tiny_config(tmp_path, **overrides) -> GRPOConfig:

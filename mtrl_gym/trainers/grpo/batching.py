@@ -295,8 +295,15 @@ def _padded(group: list[TrainSequence], pad_token_id: int) -> MicroBatch:
 
 
 def _forward_params(model: Any) -> Any:
+    """The model under any peft wrapper, and the parameter names of its ``forward``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base, inspect.signature(base.forward).parameters
+    return base, _parameter_names(type(base))
+
+
+@functools.cache
+def _parameter_names(cls: type) -> frozenset[str]:
+    """``forward``'s parameter names, once per model class (this runs every micro-step)."""
+    return frozenset(inspect.signature(cls.forward).parameters)
 
 
 @functools.cache

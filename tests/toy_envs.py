@@ -1,0 +1,32 @@
+"""Toy environments shared by the trainer tests (imported as ``from toy_envs import ...``;
+``tests/`` is on pytest's ``pythonpath``)."""
+
+from __future__ import annotations
+
+import gymnasium
+from gymnasium import spaces
+
+
+class VowelEnv(gymnasium.Env[str, str]):
+    """Reward: the fraction of the task's ``letters`` (default: vowels) among the letters of each
+    reply; ``turns`` replies per episode."""
+
+    reward_range = (-1.0, 1.0)
+
+    def __init__(self):
+        self.observation_space = spaces.Text(100_000)
+        self.action_space = spaces.Text(100_000)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.task, self.t = dict((options or {}).get("task") or {}), 0
+        return "Say something.", {"system_prompt": "Be brief.", "tools": [], "task_id": self.task.get("id", "x")}
+
+    def step(self, action):
+        self.t += 1
+        letters = [c for c in action.lower() if c.isalpha()]
+        scored = self.task.get("letters", "aeiou")
+        reward = sum(c in scored for c in letters) / len(letters) if letters else 0.0
+        done = self.t >= self.task.get("turns", 1)
+        info = {"tool_calls": [], "tool_results": [], "format_error": False, "success": reward > 0.5}
+        return "ok", reward, done, False, info
