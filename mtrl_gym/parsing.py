@@ -57,7 +57,7 @@ _ID_RE = re.compile(r"[^A-Za-z0-9_\-]")
 LooseFallback = Callable[[str], Sequence[tuple[str, dict[str, Any]]]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ToolCall:
     """One tool call found in model text."""
 
@@ -72,8 +72,14 @@ class ToolCall:
     error: str | None = None
     """Set when the call was recognised but its arguments could not be decoded."""
 
+    def __init__(self, name: str, arguments: dict[str, Any], id: str, format: str,
+                 span: tuple[int, int] = (0, 0), error: str | None = None):
+        # One __dict__ update instead of the six object.__setattr__ calls of a generated
+        # frozen __init__: envs parse every step. Instances stay immutable.
+        self.__dict__.update(name=name, arguments=arguments, id=id, format=format, span=span, error=error)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class ParseResult:
     """All tool calls in a message, in text order, plus what went wrong."""
 
@@ -81,6 +87,9 @@ class ParseResult:
     errors: tuple[str, ...] = ()
     truncated: bool = False
     """The text was longer than :data:`MAX_PARSE_CHARS`; only its start was parsed."""
+
+    def __init__(self, calls: tuple[ToolCall, ...] = (), errors: tuple[str, ...] = (), truncated: bool = False):
+        self.__dict__.update(calls=calls, errors=errors, truncated=truncated)  # see ToolCall.__init__
 
     @property
     def loose(self) -> bool:
@@ -126,6 +135,10 @@ class ToolCallParser:
             # Fast path for the common case: the message is exactly one <tool_call> block,
             # so no other format can match anywhere.
             calls, err = _calls_from_json_text(single.group(1).strip())
+            if len(calls) == 1:
+                name, args, cid, arg_err = calls[0]
+                call = ToolCall(name, args, (_clean_id(cid) if cid else "") or "call_0", "hermes", (0, len(text)), arg_err)
+                return ParseResult(calls=(call,), truncated=truncated)
             if calls:
                 found = [(0, len(text), "hermes", a, n, cid, e) for n, a, cid, e in calls]
                 return ParseResult(calls=_to_calls(found), truncated=truncated)
@@ -255,10 +268,23 @@ def _schema_params(tools) -> dict[str, list[str]] | None:
 # ---------------------------------------------------------------------------------- JSON
 
 
+_DECODER = json.JSONDecoder()
+_JSON_SPACE = " \t\n\r"
+
+
+def _loads_json(s: str) -> Any:
+    """``json.loads(s)``, minus its two whitespace regex passes (a hot path: every step)."""
+    s = s.strip(_JSON_SPACE)
+    value, end = _DECODER.raw_decode(s)
+    if end != len(s):
+        raise json.JSONDecodeError("Extra data", s, end)
+    return value
+
+
 def _loads_lenient(s: str) -> tuple[Any, str | None]:
     """JSON, then a Python literal (single quotes, True/None) as a fallback."""
     try:
-        return json.loads(s), None
+        return _loads_json(s), None
     except (ValueError, RecursionError) as e:
         json_err = getattr(e, "msg", type(e).__name__)
     if len(s) <= _MAX_ARG_SOURCE:
@@ -274,7 +300,8 @@ def _loads_lenient(s: str) -> tuple[Any, str | None]:
 def _calls_from_json_text(body: str) -> tuple[list, str | None]:
     if not body:
         return [], "empty tool call"
-    body = body.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    if "`" in body:
+        body = body.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     value, err = _loads_lenient(body)
     if err is not None:
         value = _first_json_value(body)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -380,3 +381,54 @@ def test_zero_violations_iff_consistent_with_all_feedback(answer, guesses, probe
     consistent = all(game.feedback(g, probe) == game.feedback(g, answer) for g in guesses)
     assert (k.violations(probe) == 0) == consistent
     assert k.violations(answer) == 0
+
+
+_ANY_5 = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=5)
+
+
+@settings(max_examples=150, deadline=None)
+@given(answer=st.one_of(st.sampled_from(game.answers()), _WORDS, _ANY_5),
+       guesses=st.lists(st.one_of(_WORDS, _WORDS, _ANY_5), min_size=1, max_size=6))
+def test_candidate_counts_match_brute_force(answer, guesses):
+    # Covers every filtering path: the first-guess table row, numpy gathers, the short list
+    # kept once few candidates remain, and words outside the table (invalid_word="play").
+    env, _, _ = make(answer, invalid_word="play")
+    played = []
+    for g in guesses:
+        _, _, done, _, info = env.step(G(g))
+        played.append(g)
+        assert info["feedback"] == [game.COLOR_NAMES[c] for c in game.feedback(g, answer)]
+        fits = sum(all(game.feedback(p, a) == game.feedback(p, answer) for p in played) for a in game.answers())
+        assert info["candidates_remaining"] == fits + (answer not in game.answers())
+        if done:
+            break
+
+
+@settings(max_examples=150, deadline=None)
+@given(answer=st.sampled_from(game.answers()), guesses=st.lists(_WORDS, min_size=1, max_size=5))
+def test_knowledge_summary_states_only_true_facts(answer, guesses):
+    from mtrl_gym.envs.wordle.knowledge import Knowledge
+
+    k = Knowledge()
+    for g in guesses:
+        k.update(g, game.feedback(g, answer))
+    lines = dict(line[2:].split(": ", 1) for line in k.summary().splitlines()[1:])
+    secret = answer.upper()
+    for pos, ch in enumerate(lines["Green (right letter, right place)"].split()):
+        assert ch == "_" or secret[pos] == ch
+    for ch in lines.get("Gray (not in the word)", "").split(", "):
+        assert ch == "" or ch not in secret
+    for ch in lines.get("No other copies of", "").split(", "):
+        assert ch == "" or secret.count(ch) == lines["Green (right letter, right place)"].split().count(ch)
+    for ch, facts in re.findall(r"([A-Z])(?: \(([^)]*)\))?", lines.get("Yellow (in the word, other place)", "")):
+        assert ch in secret
+        for fact in facts.split("; ") if facts else []:
+            kind, _, value = fact.rpartition(" ")
+            if kind == "exactly":
+                assert secret.count(ch) == int(value)
+            elif kind == "at least":
+                assert secret.count(ch) >= int(value)
+            else:
+                assert fact.startswith("not at ")
+                assert all(secret[int(p) - 1] != ch for p in fact.removeprefix("not at ").split(", "))
+    assert lines["Guessed"] == ", ".join(guesses).upper()

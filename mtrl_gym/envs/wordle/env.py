@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import string
@@ -68,8 +69,15 @@ def _ascii(text: str, limit: int = 40) -> str:
 
 _ALL_COLUMNS = np.arange(len(game.answers()))
 _ALL_COLUMNS.flags.writeable = False
+_FEEDBACK_NAMES = tuple(tuple(game.COLOR_NAMES[c] for c in game.decode_pattern(code)) for code in range(3 ** WORD_LENGTH))
+_SOLVED = game.pattern_code([GREEN] * WORD_LENGTH)
+_FEW_CANDIDATES = 48  # below this many, candidates are filtered as a list
 
 
+_ANSWER_RE = re.compile(r"[A-Za-z]{5}")
+
+
+@functools.lru_cache(maxsize=4096)  # every answer of the list fits: resets skip the hash
 def _task_id(answer: str) -> str:
     return "wordle-" + hashlib.blake2b(answer.encode(), digest_size=5, key=b"mtrl_gym").hexdigest()
 
@@ -178,9 +186,10 @@ class WordleEnv(gymnasium.Env[str, str]):
         answer, task_id, prompt = self._choose_task(options or {})
         self._answer = answer
         self._answer_col = game.answer_index().get(answer, -1)
-        # Columns of the answers still consistent with the feedback (shrinks fast, so an
-        # index array is cheaper to filter than a 1,923-long mask).
-        self._candidates = _ALL_COLUMNS
+        # Columns of the answers still consistent with the feedback: an index array (it
+        # shrinks fast, so cheaper to filter than a 1,923-long mask), then a plain list once
+        # at most _FEW_CANDIDATES are left (see _filter_candidates).
+        self._candidates: np.ndarray | list[int] = _ALL_COLUMNS
         self._candidates_extra = self._answer_col < 0  # a secret outside the answer list counts too
         self._knowledge = Knowledge()
         self._guesses_used = 0
@@ -195,11 +204,14 @@ class WordleEnv(gymnasium.Env[str, str]):
             "task_id": task_id,
             "guesses_used": 0,
             "turns_used": 0,
-            "candidates_remaining": self._num_candidates(),
+            "candidates_remaining": len(_ALL_COLUMNS) + self._candidates_extra,
         }
         return prompt, info
 
     def _choose_task(self, options: dict[str, Any]) -> tuple[str, str, str]:
+        if not options:  # the common case: a secret drawn from the answer list
+            answer = game.answers()[int(self.np_random.integers(len(game.answers())))]
+            return answer, _task_id(answer), TASK_PROMPT
         unknown = set(options) - {"answer", "task"}
         if unknown:
             raise InvalidTask(f"unknown reset option(s) {sorted(unknown)}; Wordle accepts 'answer' and 'task'")
@@ -209,12 +221,9 @@ class WordleEnv(gymnasium.Env[str, str]):
             row = decode_task(options["task"])
             answer = row.get("answer")
             task_id = str(row.get("id") or "")
-        elif "answer" in options:
-            answer, task_id = options["answer"], ""
         else:
-            answer = game.answers()[int(self.np_random.integers(len(game.answers())))]
-            task_id = ""
-        if not isinstance(answer, str) or not re.fullmatch(r"[A-Za-z]{5}", answer.strip()):
+            answer, task_id = options["answer"], ""
+        if not isinstance(answer, str) or not _ANSWER_RE.fullmatch(answer.strip()):
             raise InvalidTask(f"a Wordle answer must be a 5-letter word a-z, got {answer!r}")
         answer = answer.strip().lower()
         return answer, task_id or _task_id(answer), TASK_PROMPT
@@ -229,15 +238,17 @@ class WordleEnv(gymnasium.Env[str, str]):
             raise gymnasium.error.ResetNeeded("The episode has ended; call reset() before step().")
         self._turns_used += 1
         parsed: ParseResult = _PARSER(action)
-        info = self._base_info(parsed)
-        guess_calls = [c for c in parsed.calls if c.name == "guess_word"]
-        played = guess_calls[0] if guess_calls else None
+        calls = parsed.calls
+        info = self._base_info(calls)
+        played = None
         replies: dict[str, str] = {}  # tool_call_id -> content, for every parsed call
-        for c in parsed.calls:
+        for c in calls:
             if c.name != "guess_word":
                 replies[c.id] = f"Unknown tool {_ascii(c.name)!r}. The only tool is guess_word."
-            elif c is not played:
+            elif played is not None:
                 replies[c.id] = "Ignored: only one guess per turn is played."
+            else:
+                played = c
         if played is None:
             info["format_error"] = True
             info["error"] = "no_guess"
@@ -256,14 +267,20 @@ class WordleEnv(gymnasium.Env[str, str]):
             turns_left = self.max_steps - self._turns_used
             content += (f"\nYou have {MAX_GUESSES - self._guesses_used} guesses left"
                         + (f" and {turns_left} turns." if turns_left <= 3 else "."))
-        # The main reply belongs to the played call; without one it is appended to the last
-        # call's reply, so an agent loop that renders only tool messages loses nothing.
-        if played is not None:
-            replies[played.id] = content
-        elif parsed.calls:
-            replies[parsed.calls[-1].id] += "\n" + content
-        info["tool_results"] = [self._result(c, replies[c.id]) for c in parsed.calls]
-        obs = ("\n".join(r["content"] for r in info["tool_results"]) if parsed.calls else content)
+        if not calls:
+            obs = content
+        elif len(calls) == 1 and played is not None:  # the common case: one guess, one reply
+            info["tool_results"] = [self._result(played, content)]
+            obs = content
+        else:
+            # The main reply belongs to the played call; without one it is appended to the
+            # last call's reply, so an agent loop that renders only tool messages loses nothing.
+            if played is not None:
+                replies[played.id] = content
+            else:
+                replies[calls[-1].id] += "\n" + content
+            results = info["tool_results"] = [self._result(c, replies[c.id]) for c in calls]
+            obs = "\n".join([r["content"] for r in results])
         obs = obs[:MAX_OBSERVATION_CHARS]
         self._last_obs = obs
         if self.render_mode == "human":
@@ -274,11 +291,11 @@ class WordleEnv(gymnasium.Env[str, str]):
     def _result(call, content: str) -> dict[str, str]:
         return {"tool_call_id": call.id, "name": call.name, "content": content}
 
-    def _base_info(self, parsed: ParseResult) -> dict[str, Any]:
-        n = self._num_candidates()
+    def _base_info(self, calls) -> dict[str, Any]:
+        n = len(self._candidates) + self._candidates_extra
         return {
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments, "format": c.format}
-                           for c in parsed.calls],
+                           for c in calls],
             "tool_results": [],
             "format_error": False,
             "loose_match": False,
@@ -319,7 +336,8 @@ class WordleEnv(gymnasium.Env[str, str]):
         known = self._knowledge
         info["clue_violations"] = known.violations(word)
         info["new_letters"] = known.new_letters(word)
-        in_dict = word in game.allowed_index() or word == self._answer
+        row = game.allowed_index().get(word)
+        in_dict = row is not None or word == self._answer
         info["in_dictionary"] = in_dict
         if not in_dict and self.invalid_word == "reject":
             info["error"] = "not_in_dictionary"
@@ -328,26 +346,43 @@ class WordleEnv(gymnasium.Env[str, str]):
             info["error"] = "hard_mode"
             return (f"{word.upper()} ignores {info['clue_violations']} revealed clue(s); in hard mode every "
                     "guess must fit all feedback so far. No guess was used.")
-        fb = game.feedback(word, self._answer)
-        info["repeated"] = word in known.guesses
+        if row is not None and self._answer_col >= 0:  # both in the shared table: a lookup
+            code = game.pattern_table().item(row, self._answer_col)
+        else:
+            code = game.pattern_code(game.feedback(word, self._answer))
+        fb = game.decode_pattern(code)
+        repeated = info["repeated"] = word in known.guesses
         known.update(word, fb)
         self._guesses_used += 1
         self._valid_guesses += 1
-        self._filter_candidates(word, fb)
-        info.update(valid=True, feedback=[game.COLOR_NAMES[c] for c in fb], solved=all(c == GREEN for c in fb),
+        self._filter_candidates(word, row, code)
+        info.update(valid=True, feedback=list(_FEEDBACK_NAMES[code]), solved=code == _SOLVED,
                     guesses_used=self._guesses_used, candidates_remaining=self._num_candidates())
-        repeat = " (you already guessed this word)" if info["repeated"] else ""
-        return (f"Guess {self._guesses_used}/{MAX_GUESSES}: {word.upper()}{repeat}\n"
+        return (f"Guess {self._guesses_used}/{MAX_GUESSES}: {word.upper()}"
+                f"{' (you already guessed this word)' if repeated else ''}\n"
                 f"Feedback: {describe_feedback(word, fb)}\n{known.summary()}")
 
-    def _filter_candidates(self, word: str, fb) -> None:
-        code = game.pattern_code(fb)
-        row = game.allowed_index().get(word)
-        if row is not None:
-            codes = game.pattern_table()[row, self._candidates]
-        else:
-            codes = game.feedback_codes(game.letters_of([word]), game.answer_letters()[self._candidates])[0]
-        self._candidates = self._candidates[codes == code]
+    def _filter_candidates(self, word: str, row: int | None, code: int) -> None:
+        """Keep the candidate answers that would have given ``code`` for ``word``.
+
+        The candidates start as every column of the pattern table; numpy filters them
+        while there are many, a plain list once few are left (numpy's per-call cost would
+        dominate there).
+        """
+        candidates = self._candidates
+        if row is None:  # a word outside the table (invalid_word="play"): score it here
+            columns = np.asarray(candidates, dtype=np.intp)
+            codes = game.feedback_codes(game.letters_of([word]), game.answer_letters()[columns])[0]
+            kept = columns[codes == code]
+        elif isinstance(candidates, list):
+            patterns = game.pattern_table()[row]
+            self._candidates = [j for j in candidates if patterns.item(j) == code]
+            return
+        elif candidates is _ALL_COLUMNS:  # first guess: the table row itself
+            kept = (game.pattern_table()[row] == code).nonzero()[0]
+        else:  # basic-index the row, then gather: far cheaper than table[row, candidates]
+            kept = candidates[game.pattern_table()[row][candidates] == code]
+        self._candidates = kept.tolist() if len(kept) <= _FEW_CANDIDATES else kept
 
     def _final_reward(self, info: dict[str, Any]) -> float:
         self._done = True

@@ -105,12 +105,16 @@ def feedback(guess: str, answer: str) -> tuple[int, ...]:
 
 def pattern_code(fb: Sequence[int]) -> int:
     """Feedback as one base-3 integer in ``[0, 243)`` (position 0 is the lowest digit)."""
-    return int(sum(c * 3 ** i for i, c in enumerate(fb)))
+    a, b, c, d, e = fb
+    return int(a + 3 * b + 9 * c + 27 * d + 81 * e)
+
+
+_DECODED = tuple(tuple((code // 3 ** i) % 3 for i in range(WORD_LENGTH)) for code in range(3 ** WORD_LENGTH))
 
 
 def decode_pattern(code: int) -> tuple[int, ...]:
-    """Inverse of :func:`pattern_code`."""
-    return tuple((int(code) // 3 ** i) % 3 for i in range(WORD_LENGTH))
+    """Inverse of :func:`pattern_code` (a table lookup)."""
+    return _DECODED[code]
 
 
 def feedback_codes(guesses: np.ndarray, answers_: np.ndarray) -> np.ndarray:

@@ -24,13 +24,23 @@ from mtrl_gym.envs.wordle.game import COLOR_NAMES, GRAY, GREEN, WORD_LENGTH
 __all__ = ["Knowledge", "describe_feedback"]
 
 
+_TILE = tuple(" " + name for name in COLOR_NAMES)  # indexed by colour code
+_POSITION = tuple(str(p + 1) for p in range(WORD_LENGTH))  # 0-based position -> 1-based text
+
+
 def describe_feedback(guess: str, fb) -> str:
     """``"C gray, R yellow, A green, N gray, E gray"``."""
-    return ", ".join(f"{ch.upper()} {COLOR_NAMES[c]}" for ch, c in zip(guess, fb))
+    tile = _TILE
+    return ", ".join([ch + tile[c] for ch, c in zip(guess.upper(), fb)])
 
 
 class Knowledge:
-    """Clues revealed by the guesses played so far (mutable, one per episode)."""
+    """Clues revealed by the guesses played so far (mutable, one per episode).
+
+    Written for speed (the env calls :meth:`violations`, :meth:`update` and
+    :meth:`summary` on every step): plain dicts of small ints, ``str.count`` for letter
+    counts, and early exits while nothing is known.
+    """
 
     __slots__ = ("greens", "min_count", "max_count", "not_at", "guesses", "tried")
 
@@ -47,23 +57,29 @@ class Knowledge:
 
     def update(self, guess: str, fb) -> None:
         """Add the clues of ``guess`` scored ``fb``."""
+        greens, not_at, min_count, max_count = self.greens, self.not_at, self.min_count, self.max_count
         marked: dict[str, int] = {}
-        grayed = set()
-        for i, (ch, c) in enumerate(zip(guess, fb)):
+        grayed = ""
+        for i, c in enumerate(fb):
+            ch = guess[i]
             if c == GREEN:
-                self.greens[i] = ch
+                greens[i] = ch
+                marked[ch] = marked.get(ch, 0) + 1
+                continue
+            positions = not_at.get(ch)
+            if positions is None:
+                not_at[ch] = {i}
             else:
-                self.not_at.setdefault(ch, set()).add(i)
+                positions.add(i)
             if c == GRAY:
-                grayed.add(ch)
+                grayed += ch
             else:
                 marked[ch] = marked.get(ch, 0) + 1
-        for ch in set(guess):
-            m = marked.get(ch, 0)
-            if m > self.min_count.get(ch, 0):
-                self.min_count[ch] = m
-            if ch in grayed:
-                self.max_count[ch] = m
+        for ch, m in marked.items():
+            if m > min_count.get(ch, 0):
+                min_count[ch] = m
+        for ch in grayed:
+            max_count[ch] = marked.get(ch, 0)
         self.guesses.append(guess)
         self.tried.update(guess)
 
@@ -75,22 +91,30 @@ class Knowledge:
         beyond a known maximum (so each use of a gray letter) and one per known letter
         placed where it is known not to be.
         """
-        counts: dict[str, int] = {}
-        for ch in guess:
-            counts[ch] = counts.get(ch, 0) + 1
+        min_count = self.min_count
+        if not min_count and not self.max_count:  # no guess played yet
+            return 0
         green_miss: dict[str, int] = {}
         for i, ch in enumerate(self.greens):
             if ch is not None and guess[i] != ch:
                 green_miss[ch] = green_miss.get(ch, 0) + 1
         v = 0
-        for ch in green_miss.keys() | self.min_count.keys():
-            v += max(green_miss.get(ch, 0), self.min_count.get(ch, 0) - counts.get(ch, 0))
-        for ch, m in self.max_count.items():
-            if counts.get(ch, 0) > m:
-                v += counts[ch] - m
-        not_at, min_count = self.not_at, self.min_count
+        # A green letter always has a minimum count, so min_count covers green_miss's letters.
+        for ch, m in min_count.items():
+            missing = m - guess.count(ch)
+            g = green_miss.get(ch, 0)
+            v += g if g > missing else missing if missing > 0 else 0
+        max_count = self.max_count
+        for ch in set(guess):  # at most 5 letters; max_count grows with every gray tile
+            m = max_count.get(ch)
+            if m is not None:
+                n = guess.count(ch)
+                if n > m:
+                    v += n - m
+        not_at = self.not_at
         for i, ch in enumerate(guess):
-            if min_count.get(ch, 0) > 0 and i in not_at.get(ch, ()):
+            positions = not_at.get(ch)
+            if positions is not None and i in positions and ch in min_count:
                 v += 1
         return v
 
@@ -100,34 +124,29 @@ class Knowledge:
 
     def summary(self) -> str:
         """Deterministic text of everything known (letters sorted, positions 1-based)."""
-        greens = self.greens
-        placed: dict[str, int] = {}
-        for g in greens:
-            if g is not None:
-                placed[g] = placed.get(g, 0) + 1
-        lines = ["Known so far:",
-                 "- Green (right letter, right place): " + " ".join([(c or "_").upper() for c in greens])]
+        greens, min_count, max_count, not_at = self.greens, self.min_count, self.max_count, self.not_at
+        text = "Known so far:\n- Green (right letter, right place): " + " ".join([c or "_" for c in greens]).upper()
         yellow = []
-        for ch in sorted(self.min_count):
-            m = self.min_count[ch]
-            if m <= placed.get(ch, 0):
+        for ch in sorted(min_count):
+            m = min_count[ch]
+            if m <= greens.count(ch):  # every copy is placed: nothing left to say here
                 continue
-            where = sorted([p + 1 for p in self.not_at.get(ch, ()) if greens[p] != ch])
-            parts = []
-            if self.max_count.get(ch) == m:
-                parts.append(f"exactly {m}")
-            elif m > 1:
-                parts.append(f"at least {m}")
+            desc = f"exactly {m}" if max_count.get(ch) == m else f"at least {m}" if m > 1 else ""
+            where = [_POSITION[p] for p in sorted(not_at.get(ch, ())) if greens[p] != ch]
             if where:
-                parts.append("not at " + ", ".join([str(p) for p in where]))
-            yellow.append(f"{ch.upper()} ({'; '.join(parts)})" if parts else ch.upper())
+                desc = (desc + "; not at " if desc else "not at ") + ", ".join(where)
+            yellow.append(f"{ch.upper()} ({desc})" if desc else ch.upper())
         if yellow:
-            lines.append("- Yellow (in the word, other place): " + ", ".join(yellow))
-        no_more = sorted([ch for ch, m in self.max_count.items() if m > 0 and m == placed.get(ch, 0)])
-        if no_more:
-            lines.append("- No other copies of: " + ", ".join(no_more).upper())
-        gray = sorted([ch for ch, m in self.max_count.items() if m == 0])
-        if gray:
-            lines.append("- Gray (not in the word): " + ", ".join(gray).upper())
-        lines.append("- Guessed: " + ", ".join(self.guesses).upper())
-        return "\n".join(lines)
+            text += "\n- Yellow (in the word, other place): " + ", ".join(yellow)
+        if max_count:
+            gray, no_more = [], []
+            for ch, m in max_count.items():
+                if m == 0:
+                    gray.append(ch)
+                elif m == greens.count(ch):
+                    no_more.append(ch)
+            if no_more:
+                text += "\n- No other copies of: " + ", ".join(sorted(no_more)).upper()
+            if gray:
+                text += "\n- Gray (not in the word): " + ", ".join(sorted(gray)).upper()
+        return text + "\n- Guessed: " + ", ".join(self.guesses).upper()
