@@ -135,10 +135,6 @@ class ToolCallParser:
             # Fast path for the common case: the message is exactly one <tool_call> block,
             # so no other format can match anywhere.
             calls, err = _calls_from_json_text(single.group(1).strip())
-            if len(calls) == 1:
-                name, args, cid, arg_err = calls[0]
-                call = ToolCall(name, args, (_clean_id(cid) if cid else "") or "call_0", "hermes", (0, len(text)), arg_err)
-                return ParseResult(calls=(call,), truncated=truncated)
             if calls:
                 found = [(0, len(text), "hermes", a, n, cid, e) for n, a, cid, e in calls]
                 return ParseResult(calls=_to_calls(found), truncated=truncated)
@@ -191,12 +187,12 @@ def _to_calls(found: list[tuple]) -> tuple[ToolCall, ...]:
     """
     calls = []
     used_ids: set[str] = set()
-    for k, (start, end, fmt, args, name, cid, arg_err) in enumerate(found):
+    for start, end, fmt, args, name, cid, arg_err in found:
         call_id = _clean_id(cid) if cid else ""
         if not call_id or call_id in used_ids:
-            call_id = f"call_{k}"
+            call_id = f"call_{len(calls)}"
         used_ids.add(call_id)
-        calls.append(ToolCall(name=name, arguments=args, id=call_id, format=fmt, span=(start, end), error=arg_err))
+        calls.append(ToolCall(name, args, call_id, fmt, (start, end), arg_err))
     return tuple(calls)
 
 

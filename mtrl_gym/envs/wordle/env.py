@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 from mtrl_gym.envs.spaces import TextSpace
 from mtrl_gym.envs.wordle import game
-from mtrl_gym.envs.wordle.game import GREEN, MAX_GUESSES, WORD_LENGTH
+from mtrl_gym.envs.wordle.game import MAX_GUESSES, WORD_LENGTH
 from mtrl_gym.envs.wordle.knowledge import Knowledge, describe_feedback
 from mtrl_gym.envs.wordle.prompts import HARD_MODE_RULE, NO_GUESS_HELP, SYSTEM_PROMPT, TASK_PROMPT, TOOLS
 from mtrl_gym.error import InvalidTask
@@ -70,7 +70,6 @@ def _ascii(text: str, limit: int = 40) -> str:
 _ALL_COLUMNS = np.arange(len(game.answers()))
 _ALL_COLUMNS.flags.writeable = False
 _FEEDBACK_NAMES = tuple(tuple(game.COLOR_NAMES[c] for c in game.decode_pattern(code)) for code in range(3 ** WORD_LENGTH))
-_SOLVED = game.pattern_code([GREEN] * WORD_LENGTH)
 _FEW_CANDIDATES = 48  # below this many, candidates are filtered as a list
 
 
@@ -204,7 +203,7 @@ class WordleEnv(gymnasium.Env[str, str]):
             "task_id": task_id,
             "guesses_used": 0,
             "turns_used": 0,
-            "candidates_remaining": len(_ALL_COLUMNS) + self._candidates_extra,
+            "candidates_remaining": self._num_candidates(),
         }
         return prompt, info
 
@@ -267,20 +266,14 @@ class WordleEnv(gymnasium.Env[str, str]):
             turns_left = self.max_steps - self._turns_used
             content += (f"\nYou have {MAX_GUESSES - self._guesses_used} guesses left"
                         + (f" and {turns_left} turns." if turns_left <= 3 else "."))
-        if not calls:
-            obs = content
-        elif len(calls) == 1 and played is not None:  # the common case: one guess, one reply
-            info["tool_results"] = [self._result(played, content)]
-            obs = content
-        else:
-            # The main reply belongs to the played call; without one it is appended to the
-            # last call's reply, so an agent loop that renders only tool messages loses nothing.
-            if played is not None:
-                replies[played.id] = content
-            else:
-                replies[calls[-1].id] += "\n" + content
-            results = info["tool_results"] = [self._result(c, replies[c.id]) for c in calls]
-            obs = "\n".join([r["content"] for r in results])
+        # The main reply belongs to the played call; without one it is appended to the last
+        # call's reply, so an agent loop that renders only tool messages loses nothing.
+        if played is not None:
+            replies[played.id] = content
+        elif calls:
+            replies[calls[-1].id] += "\n" + content
+        info["tool_results"] = [self._result(c, replies[c.id]) for c in calls]
+        obs = "\n".join([r["content"] for r in info["tool_results"]]) if calls else content
         obs = obs[:MAX_OBSERVATION_CHARS]
         self._last_obs = obs
         if self.render_mode == "human":
@@ -292,7 +285,7 @@ class WordleEnv(gymnasium.Env[str, str]):
         return {"tool_call_id": call.id, "name": call.name, "content": content}
 
     def _base_info(self, calls) -> dict[str, Any]:
-        n = len(self._candidates) + self._candidates_extra
+        n = self._num_candidates()
         return {
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments, "format": c.format}
                            for c in calls],
@@ -356,7 +349,7 @@ class WordleEnv(gymnasium.Env[str, str]):
         self._guesses_used += 1
         self._valid_guesses += 1
         self._filter_candidates(word, row, code)
-        info.update(valid=True, feedback=list(_FEEDBACK_NAMES[code]), solved=code == _SOLVED,
+        info.update(valid=True, feedback=list(_FEEDBACK_NAMES[code]), solved=code == game.SOLVED_CODE,
                     guesses_used=self._guesses_used, candidates_remaining=self._num_candidates())
         return (f"Guess {self._guesses_used}/{MAX_GUESSES}: {word.upper()}"
                 f"{' (you already guessed this word)' if repeated else ''}\n"

@@ -32,7 +32,7 @@ import numpy as np
 
 __all__ = [
     "GRAY", "YELLOW", "GREEN", "COLOR_NAMES", "WORD_LENGTH", "MAX_GUESSES",
-    "answers", "allowed_guesses", "allowed_index", "feedback", "pattern_code", "decode_pattern",
+    "answers", "allowed_guesses", "allowed_index", "feedback", "pattern_code", "decode_pattern", "SOLVED_CODE",
     "feedback_codes", "pattern_table", "letters_of", "cache_dir",
 ]
 
@@ -110,6 +110,8 @@ def pattern_code(fb: Sequence[int]) -> int:
 
 
 _DECODED = tuple(tuple((code // 3 ** i) % 3 for i in range(WORD_LENGTH)) for code in range(3 ** WORD_LENGTH))
+#: :func:`pattern_code` of an all-green feedback (the word is found).
+SOLVED_CODE = pattern_code([GREEN] * WORD_LENGTH)
 
 
 def decode_pattern(code: int) -> tuple[int, ...]:

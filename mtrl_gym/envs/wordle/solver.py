@@ -21,12 +21,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from mtrl_gym.envs.wordle import game
-from mtrl_gym.envs.wordle.game import COLOR_NAMES, GREEN, MAX_GUESSES
+from mtrl_gym.envs.wordle.game import COLOR_NAMES, MAX_GUESSES
 
 __all__ = ["WordleSolver", "SolverPolicy", "format_guess", "opening_entropy", "max_opening_entropy", "feedback_entropies"]
 
 _N_PATTERNS = 243
-_ALL_GREEN = game.pattern_code([GREEN] * game.WORD_LENGTH)
 
 
 def format_guess(word: str) -> str:
@@ -121,7 +120,7 @@ class WordleSolver:
             word = self.next_guess(history)
             fb = game.feedback(word, answer)
             history.append((word, fb))
-            if game.pattern_code(fb) == _ALL_GREEN:
+            if game.pattern_code(fb) == game.SOLVED_CODE:
                 break
         return [w for w, _ in history]
 
