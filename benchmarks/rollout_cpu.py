@@ -3,7 +3,7 @@
     python benchmarks/rollout_cpu.py [--episodes 8] [--turns 4] [--max-new-tokens 64] [--threads 2]
 
 Plays ``--episodes`` Wordle episodes (validation tasks) with the embedded SmolLM2-135M at
-batch ``--episodes`` through :class:`~mtrl_gym.trainers.samplers.hf.HFSampler`, then, in
+batch ``--episodes`` through :class:`~mtrl_gym.rollout.samplers.hf.HFSampler`, then, in
 the same run:
 
 * **generate**: transformers' ``model.generate`` on the same prompts (every turn's context
@@ -29,10 +29,10 @@ import torch
 
 import mtrl_gym  # noqa: F401 - registers the environments
 from mtrl_gym import models
-from mtrl_gym.datasets import wordle_split
-from mtrl_gym.trainers.rollout import RolloutEngine
-from mtrl_gym.trainers.samplers.base import SamplingParams
-from mtrl_gym.trainers.samplers.hf import HFSampler
+from mtrl_gym.envs.wordle.profile import wordle_split
+from mtrl_gym.rollout.engine import RolloutEngine
+from mtrl_gym.rollout.samplers.base import SamplingParams
+from mtrl_gym.rollout.samplers.hf import HFSampler
 
 
 def timed_sampler(sampler: HFSampler) -> dict:

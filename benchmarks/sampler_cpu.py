@@ -10,9 +10,9 @@ configuration plays the same ``--episodes`` Wordle validation episodes with the 
 SmolLM2-135M-Instruct (temperature 1, same seeds, batch ``--episodes``, at most ``--turns``
 turns of ``--max-new-tokens`` tokens) after an untimed warm-up episode:
 
-* ``hf``: :class:`~mtrl_gym.trainers.samplers.hf.HFSampler`, fp32, KV reuse across turns,
+* ``hf``: :class:`~mtrl_gym.rollout.samplers.hf.HFSampler`, fp32, KV reuse across turns,
   torch threads on ``--threads`` cores (default: all the process may use);
-* ``vllm-bf16`` / ``vllm-fp32``: :class:`~mtrl_gym.trainers.samplers.vllm.VLLMSampler`
+* ``vllm-bf16`` / ``vllm-fp32``: :class:`~mtrl_gym.rollout.samplers.vllm.VLLMSampler`
   in this process, OpenMP threads bound to the same cores, prefix caching on. (On CPUs
   without native bf16 — AVX2 only — bf16 is emulated and slower than fp32.)
 
@@ -77,12 +77,12 @@ def _make_sampler(name: str):
     if name == "hf":
         import torch
 
-        from mtrl_gym.trainers.samplers.hf import HFSampler
+        from mtrl_gym.rollout.samplers.hf import HFSampler
 
         torch.set_num_threads(len(os.environ["VLLM_CPU_OMP_THREADS_BIND"].split(",")))  # same cores as vLLM
         model, tok = models.load("smollm2-135m", dtype="float32", device="cpu")
         return HFSampler(model, tok, seed=0), tok
-    from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+    from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
 
     dtype = {"vllm-bf16": "bfloat16", "vllm-fp32": "float32"}[name]
     sampler = VLLMSampler("smollm2-135m", VLLMConfig(dtype=dtype, max_model_len=4096, seed=0))
@@ -91,9 +91,9 @@ def _make_sampler(name: str):
 
 def run_rollout(name: str, args) -> dict:
     import mtrl_gym  # noqa: F401 - registers the environments
-    from mtrl_gym.datasets import wordle_split
-    from mtrl_gym.trainers.rollout import RolloutEngine
-    from mtrl_gym.trainers.samplers.base import SamplingParams
+    from mtrl_gym.envs.wordle.profile import wordle_split
+    from mtrl_gym.rollout.engine import RolloutEngine
+    from mtrl_gym.rollout.samplers.base import SamplingParams
 
     start = time.perf_counter()
     sampler, tok = _make_sampler(name)

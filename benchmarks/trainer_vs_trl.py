@@ -229,7 +229,7 @@ def main() -> int:
           f"{args.threads} threads; SmolLM2-135M ({args.weights} weights), LoRA r32/a64 all-linear, "
           f"{args.prompts} prompts x {args.group_size} completions x {args.max_new_tokens} new tokens, "
           f"{'bf16 autocast' if args.bf16 else 'fp32'}")
-    from mtrl_gym.trainers.chat import ChatRenderer
+    from mtrl_gym.rollout.template import ChatRenderer
 
     system, user, tools = PROMPTS[args.prompt] if args.prompt in PROMPTS else wordle_prompt()
     renderer = ChatRenderer(tokenizer)

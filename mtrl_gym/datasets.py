@@ -9,9 +9,11 @@ is a JSON **string** encoding the task, e.g. for Wordle::
 plus any extra fields an env uses); :func:`write_tasks` writes them back in the same
 format. Envs accept either form in ``reset(options={"task": row})``.
 
->>> train, val = wordle_split()
->>> len(train), len(val), train[0]["answer"], val[0]["id"]
-(640, 128, 'riser', 'wordle_val_0000')
+>>> decode_task({"prompt": '{"prompt": "Guess the 5-letter word", "answer": "riser", "id": "t0"}'})["answer"]
+'riser'
+
+An env's named splits (Wordle's ``train``/``val``, the SOP domains' generated tasks) come
+from its profile: ``mtrl_gym.envs.profile_of(env_id).tasks("train")``.
 """
 
 from __future__ import annotations
@@ -19,21 +21,18 @@ from __future__ import annotations
 import csv
 import json
 import os
-import random
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mtrl_gym.error import DatasetError, DependencyNotInstalled, InvalidTask
+from mtrl_gym.error import ConfigError, DatasetError, DependencyNotInstalled, InvalidTask
 
-__all__ = ["decode_task", "encode_task", "read_tasks", "write_tasks", "wordle_split", "FORMATS",
-           "REQUIRED_FIELDS", "WORDLE_TASK_PROMPT"]
+__all__ = ["decode_task", "encode_task", "read_tasks", "write_tasks", "parse_options", "FORMATS", "REQUIRED_FIELDS"]
 
 #: File suffix -> format name.
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 #: Fields every decoded task must have (override per env with ``required=``).
 REQUIRED_FIELDS = ("prompt", "answer", "id")
-WORDLE_TASK_PROMPT = "Guess the 5-letter word"
 
 
 def decode_task(row: Any, *, required: Sequence[str] = ()) -> dict[str, Any]:
@@ -170,23 +169,30 @@ def write_tasks(tasks: Iterable[Mapping[str, Any]], path: str | os.PathLike, *,
     return path
 
 
-def wordle_split(train: int = 640, val: int = 128, seed: int = 42) -> tuple[list[dict], list[dict]]:
-    """Disjoint, reproducible train/validation Wordle tasks.
+def parse_options(text: str | None) -> dict[str, Any]:
+    """``"noise=1, distractors=false, label=hard"`` -> ``{"noise": 1, "distractors": False, "label": "hard"}``.
 
-    The sorted answers are shuffled with ``random.Random(seed)``; the first ``train`` are
-    the training tasks (ids ``wordle_train_NNNN``), the next ``val`` the validation tasks
-    (``wordle_val_NNNN``). With the defaults this reproduces the managed service's
-    ``training-data.jsonl`` and ``validation-data.jsonl`` exactly.
+    Task options written on a command line: ints, floats, booleans, else text.
     """
-    from mtrl_gym.envs.wordle.game import answers
+    out: dict[str, Any] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConfigError(f"options must be KEY=VALUE pairs separated by commas "
+                              f"(e.g. noise=1,distractors=true), got {part.strip()!r}")
+        out[key.strip()] = _option_value(value.strip())
+    return out
 
-    words = sorted(answers())
-    if train < 0 or val < 0 or train + val > len(words):
-        raise ValueError(f"`train` + `val` must be between 0 and {len(words)} answers, got {train} + {val}")
-    random.Random(seed).shuffle(words)
 
-    def rows(chunk, split):
-        return [{"prompt": WORDLE_TASK_PROMPT, "answer": w, "id": f"wordle_{split}_{i:04d}"}
-                for i, w in enumerate(chunk)]
-
-    return rows(words[:train], "train"), rows(words[train:train + val], "val")
+def _option_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

@@ -34,13 +34,13 @@ Models (``RunSpec("base:1.0", model="smollm2-135m", temperature=1.0)``, ``adapte
 from __future__ import annotations
 
 from mtrl_gym.evaluation.backends import ModelPool, adapter_shape_problems, probe_endpoint, read_adapter_config
-from mtrl_gym.evaluation.policies import RandomToolPolicy, RandomWordlePolicy, SolverBaseline, make_policy
+from mtrl_gym.evaluation.policies import RandomToolPolicy, make_policy
 from mtrl_gym.evaluation.report import render_trajectory, text_table, write_report
 from mtrl_gym.evaluation.runner import EvalResult, default_out_dir, evaluate
 from mtrl_gym.evaluation.scoring import OutcomeRecorder
 from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.evaluation.specs import POLICIES, EvalConfig, RunSpec, parse_run, resolve_system_prompt
-from mtrl_gym.evaluation.stats import Interval, bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k
+from mtrl_gym.stats import Interval, bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k
 from mtrl_gym.evaluation.store import read_records
 from mtrl_gym.evaluation.tasks import resolve_tasks
 from mtrl_gym.evaluation.training import TrainingCurves, load_training_curves, reward_hacking_flags
@@ -49,7 +49,7 @@ __all__ = [
     "evaluate", "EvalResult", "EvalConfig", "RunSpec", "parse_run", "default_out_dir", "POLICIES",
     "pass_at_k", "default_ks", "bootstrap_ci", "paired_bootstrap_ci", "Interval",
     "ModelPool", "read_adapter_config", "adapter_shape_problems", "probe_endpoint",
-    "make_policy", "SolverBaseline", "RandomWordlePolicy", "RandomToolPolicy",
+    "make_policy", "RandomToolPolicy",
     "OutcomeRecorder", "resolve_system_prompt", "resolve_tasks", "read_records",
     "TrainingCurves", "load_training_curves", "reward_hacking_flags",
     "write_report", "text_table", "render_trajectory",

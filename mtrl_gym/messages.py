@@ -1,6 +1,6 @@
 """How an environment's reply becomes chat messages — one rule for every agent loop.
 
-The rollout engine (``mtrl_gym.trainers.chat``) and the ``ChatHistory`` wrapper both turn
+The rollout engine (``mtrl_gym.rollout.template``) and the ``ChatHistory`` wrapper both turn
 the result of ``env.step`` into OpenAI-style messages with :func:`env_reply_messages`, so
 a model sees the same conversation in training, evaluation and wrapped environments.
 

@@ -48,8 +48,8 @@ import os
 import time
 
 from mtrl_gym import models
-from mtrl_gym.trainers.samplers import SampleRequest, SamplingParams
-from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+from mtrl_gym.rollout.samplers import SampleRequest, SamplingParams
+from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
 
 
 def main():

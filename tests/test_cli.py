@@ -6,18 +6,25 @@ import sys
 from mtrl_gym.cli import main
 
 
-def test_solve_prints_solve_rate_and_mean_guesses(capsys):
+def test_solve_prints_success_rate_and_mean_turns(capsys):
     assert main(["solve", "--split", "val"]) == 0
     out = capsys.readouterr().out
-    assert "tasks:        128" in out and "solve rate:   100.0% (128/128)" in out and "mean guesses:" in out
+    assert "tasks:        128" in out and "success rate: 100.0% (128/128)" in out and "mean turns:" in out
+
+
+def test_solve_plays_any_env_with_a_solver_and_refuses_others(capsys):
+    assert main(["solve", "mtrl/SOP-DangerousGoods-v0", "--limit", "2"]) == 0
+    assert "success rate: 100.0% (2/2)" in capsys.readouterr().out
+    assert main(["solve", "mtrl/Sandbox-Weather-v0", "--split", "seeds:1"]) == 2
+    assert "no reference policy 'solver'" in capsys.readouterr().err
 
 
 def test_solve_on_a_task_file(tmp_path, capsys):
     from mtrl_gym.datasets import write_tasks
 
     write_tasks([{"prompt": "p", "answer": "paste", "id": "a"}], tmp_path / "t.csv")
-    assert main(["solve", "--tasks", str(tmp_path / "t.csv"), "--hard"]) == 0
-    assert "solve rate:   100.0% (1/1)" in capsys.readouterr().out
+    assert main(["solve", "mtrl/Wordle-Hard-v0", "--tasks", str(tmp_path / "t.csv")]) == 0
+    assert "success rate: 100.0% (1/1)" in capsys.readouterr().out
 
 
 def test_bad_task_file_is_a_clean_error(tmp_path, capsys):

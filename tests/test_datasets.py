@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from mtrl_gym.datasets import decode_task, encode_task, read_tasks, wordle_split, write_tasks
+from mtrl_gym.datasets import decode_task, encode_task, read_tasks, write_tasks
+from mtrl_gym.envs.wordle.profile import wordle_split
 from mtrl_gym.error import DatasetError, InvalidTask
 
 # SHA-256 of the managed service's files (shared/data/wordle/SOURCE.txt).

@@ -12,7 +12,7 @@ Examples::
     # a served model (vllm serve ...) with its tokenizer
     mtrl-gym rollout --endpoint http://127.0.0.1:8000 --model Qwen/Qwen2.5-0.5B-Instruct --n 16
 
-Trajectories are written with :func:`mtrl_gym.trainers.trajectory.save_jsonl` (token ids,
+Trajectories are written with :func:`mtrl_gym.rollout.trajectory.save_jsonl` (token ids,
 loss mask, log-probs, rewards, messages, metrics) and read back with ``load_jsonl``.
 """
 
@@ -75,19 +75,17 @@ def _tasks(args) -> list:
 
 def _sampler(args):
     from mtrl_gym import models
+    from mtrl_gym.rollout.samplers import make_sampler
 
     if args.endpoint:
-        from mtrl_gym.trainers.samplers.openai import OpenAISampler
-
-        return OpenAISampler(args.endpoint, model=args.endpoint_model), models.load_tokenizer(args.model)
+        return make_sampler("openai", base_url=args.endpoint, model=args.endpoint_model), \
+            models.load_tokenizer(args.model)
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    from mtrl_gym.trainers.samplers.hf import HFSampler
-
     model, tokenizer = models.load(args.model, dtype=args.dtype, device=args.device)
-    return HFSampler(model, tokenizer, seed=args.seed), tokenizer
+    return make_sampler("hf", policy=model, tokenizer=tokenizer, seed=args.seed), tokenizer
 
 
 def _cut(text: str, limit: int) -> str:
@@ -109,7 +107,7 @@ def print_trajectory(traj, index: int, total: int, *, show_system: bool = False,
 
 
 def _summary(trajs, seconds: float) -> str:
-    from mtrl_gym.trainers.rollout import aggregate_metrics
+    from mtrl_gym.rollout.engine import aggregate_metrics
 
     agg = aggregate_metrics(trajs)
     sampled = agg["sampled_tokens_total"]
@@ -127,9 +125,9 @@ def _summary(trajs, seconds: float) -> str:
 
 
 def run(args) -> int:
-    from mtrl_gym.trainers.rollout import RolloutConfig, RolloutEngine
-    from mtrl_gym.trainers.samplers.base import SamplingParams
-    from mtrl_gym.trainers.trajectory import save_jsonl
+    from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
+    from mtrl_gym.rollout.samplers.base import SamplingParams
+    from mtrl_gym.rollout.trajectory import save_jsonl
 
     import mtrl_gym  # noqa: F401 - registers the environments
 

@@ -1,7 +1,9 @@
-"""``mtrl-gym solve``: the built-in Wordle solver plays a task split through the env.
+"""``mtrl-gym solve``: an env's reference solver plays a task split through the env.
 
-A reference run that needs no model: it drives the real environment with tool-call text
-and prints the solve rate and mean guesses (the number a trained model is compared to).
+A reference run that needs no model: the env's ``solver`` policy (from its profile:
+Wordle's entropy solver, an SOP domain's reference procedure) drives the real environment
+with text actions, and the command prints the success rate, mean turns and mean reward
+(the numbers a trained model is compared to).
 """
 
 from __future__ import annotations
@@ -10,46 +12,45 @@ import time
 
 
 def register(sub) -> None:
-    p = sub.add_parser("solve", help="let the built-in solver play Wordle tasks",
-                       description="Play Wordle tasks with the built-in entropy solver.")
-    p.add_argument("--split", choices=["train", "val", "all"], default="val",
-                   help="tasks from wordle_split(): 640 train, 128 val, or all 1,923 answers (default: val)")
+    p = sub.add_parser("solve", help="let an env's built-in solver play its tasks",
+                       description="Play an env's tasks with its reference solver (Wordle's entropy solver, "
+                                   "an SOP domain's procedure).")
+    p.add_argument("env_id", nargs="?", default="mtrl/Wordle-v0", metavar="ENV_ID",
+                   help="a registered env with a solver (default: mtrl/Wordle-v0)")
+    p.add_argument("--split", default="val",
+                   help="a named split of the env (Wordle: train, val or all; default: val)")
     p.add_argument("--tasks", default=None, help="task file (JSONL/JSON/CSV/Parquet) instead of --split")
-    p.add_argument("--hard", action="store_true", help="play mtrl/Wordle-Hard-v0")
+    p.add_argument("--limit", type=int, default=None, help="play only the first N tasks")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from mtrl_gym.datasets import read_tasks, wordle_split
-    from mtrl_gym.envs.wordle.game import answers
-    from mtrl_gym.envs.wordle.solver import SolverPolicy, WordleSolver
+    import numpy as np
+
+    from mtrl_gym.envs.profile import profile_of
+    from mtrl_gym.evaluation.tasks import resolve_tasks
     from mtrl_gym.registry import make
 
-    if args.tasks:
-        tasks = read_tasks(args.tasks)
-    elif args.split == "all":
-        tasks = [{"answer": a, "id": f"wordle_all_{i:04d}"} for i, a in enumerate(answers())]
-    else:
-        train, val = wordle_split()
-        tasks = train if args.split == "train" else val
-    env = make("mtrl/Wordle-Hard-v0" if args.hard else "mtrl/Wordle-v0")
-    policy = SolverPolicy(WordleSolver(hard_mode=args.hard))
+    tasks = resolve_tasks(args.env_id, tasks=args.tasks, split=None if args.tasks else args.split, limit=args.limit)
+    env = make(args.env_id)
+    policy = profile_of(env).policy("solver", env)
     start = time.perf_counter()
-    solved, guesses, rewards = 0, [], []
-    for task in tasks:
-        obs, info = env.reset(options={"task": task})
+    successes, turns, rewards = 0, [], []
+    for i, task in enumerate(tasks):
+        obs, info = env.reset(seed=i, options={"task": task} if task is not None else None)
+        policy.reset(info, np.random.default_rng(i), seed=i, task=task)
         terminated = truncated = False
+        total, steps = 0.0, 0
         while not (terminated or truncated):
             obs, reward, terminated, truncated, info = env.step(policy(obs, info))
-        rewards.append(reward)
-        if info["solved"]:
-            solved += 1
-            guesses.append(info["guesses_used"])
+            total, steps = total + float(reward), steps + 1
+        rewards.append(total)
+        turns.append(steps)
+        successes += bool(info.get("success", info.get("solved", False)))
     n = len(tasks)
     print(f"tasks:        {n}")
-    print(f"solve rate:   {solved / n:.1%} ({solved}/{n})")
-    if guesses:
-        print(f"mean guesses: {sum(guesses) / len(guesses):.3f} (solved games)")
+    print(f"success rate: {successes / n:.1%} ({successes}/{n})")
+    print(f"mean turns:   {sum(turns) / n:.3f}")
     print(f"mean reward:  {sum(rewards) / n:+.4f}")
     print(f"time:         {time.perf_counter() - start:.1f} s")
     return 0

@@ -7,7 +7,6 @@
 ``policies``   reference policies (solver, random) and the text-policy episode loop
 ``backends``   models, adapters and endpoints, with the checks that fail early
 ``store``      the output folder: streamed JSONL records and resume
-``stats``      pass@k estimator and bootstrap intervals
 ``summary``    records -> rates, pass@k, trajectory metrics, comparisons
 ``training``   training curves and the reward-hacking check
 ``report``     plots and the markdown report
@@ -15,3 +14,7 @@
 ``runner``     :func:`evaluate`, the pipeline
 =============  ==============================================================
 """
+
+from mtrl_gym import _moved
+
+_moved.install()

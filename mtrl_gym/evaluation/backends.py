@@ -25,6 +25,7 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.specs import RunSpec
+from mtrl_gym.rollout.samplers.factory import make_sampler
 
 __all__ = ["ModelPool", "BACKENDS", "read_adapter_config", "adapter_shape_problems", "same_base_model",
            "probe_endpoint"]
@@ -184,7 +185,7 @@ class ModelPool:
         allow_base_mismatch: accept an adapter whose recorded base model has another name
             (its tensor shapes are still checked).
         endpoint_timeout_s: seconds per endpoint request.
-        vllm_kwargs: fields of :class:`~mtrl_gym.trainers.samplers.vllm.VLLMConfig`
+        vllm_kwargs: fields of :class:`~mtrl_gym.rollout.samplers.vllm.VLLMConfig`
             (``max_model_len``, ``gpu_memory_utilization`` (default 0.85 here: evaluation
             shares the GPU with no trainer), ...).
     """
@@ -264,23 +265,19 @@ class ModelPool:
             return spec.sampler, spec.tokenizer
         if spec.kind == "endpoint":
             from mtrl_gym import models
-            from mtrl_gym.trainers.samplers.openai import OpenAISampler
 
             tokenizer = spec.tokenizer or models.load_tokenizer(spec.model)
-            return OpenAISampler(spec.endpoint, model=spec.endpoint_model, timeout_s=self.endpoint_timeout_s), \
-                tokenizer
+            return make_sampler("openai", base_url=spec.endpoint, model=spec.endpoint_model,
+                                timeout_s=self.endpoint_timeout_s), tokenizer
         if self.backend == "vllm":
             return self._load_vllm(self.base_of(spec), spec.adapter)
-        from mtrl_gym.trainers.samplers.hf import HFSampler
-
         model, tokenizer = self._load(self.base_of(spec), spec.adapter)
-        return HFSampler(model, tokenizer, max_batch_size=self.max_batch_size), tokenizer
+        return make_sampler("hf", policy=model, tokenizer=tokenizer, max_batch_size=self.max_batch_size), tokenizer
 
     def _load_vllm(self, base: str, adapter: str | None):
         key = (base, adapter)
         if key not in self._models:
             from mtrl_gym import models
-            from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
 
             kwargs = dict(self.vllm_kwargs)
             if self.dtype is not None:
@@ -288,7 +285,7 @@ class ModelPool:
             if adapter is not None:
                 rank = int(read_adapter_config(adapter).get("r") or 16)
                 kwargs.update(enable_lora=True, max_lora_rank=next((r for r in _VLLM_LORA_RANKS if r >= rank), rank))
-            sampler = VLLMSampler(base, VLLMConfig(**kwargs))
+            sampler = make_sampler("vllm", model_name=base, **kwargs)
             if adapter is not None:
                 sampler.load_adapter(str(Path(adapter).expanduser()))
             self._models[key] = (sampler, models.load_tokenizer(base))

@@ -3,13 +3,11 @@
 A report places each model between two reference rows played through the same env,
 tasks and seeds:
 
-* ``solver``: the env's built-in near-optimal player. Wordle: the entropy solver
-  (:class:`mtrl_gym.envs.wordle.solver.SolverPolicy`, hard-mode aware). SOP domains: the
-  domain's reference procedure (:func:`mtrl_gym.envs.sop.play_oracle`), played at each
-  reset on a twin env with the same seed and task and then replayed message by message.
-  Envs without one raise :class:`~mtrl_gym.error.ConfigError`.
-* ``random``: Wordle plays a uniformly random allowed word every turn, as a well-formed
-  tool call. Any other env gets a random call of a random tool from ``info["tools"]``
+* the env's own reference policies, from its profile (:func:`mtrl_gym.envs.profile_of`):
+  Wordle's entropy ``solver`` and ``random`` word player, an SOP domain's reference
+  procedure as ``solver``, ... Asking for a policy the env does not have raises
+  :class:`~mtrl_gym.error.ConfigError` naming the ones it has.
+* ``random`` for any other env: a random call of a random tool from ``info["tools"]``
   with arguments drawn from each parameter's JSON-schema type (``enum`` values, short
   random words for strings, integers in [0, 100], ...), or a random word of text when the
   env has no tools.
@@ -17,7 +15,7 @@ tasks and seeds:
 A policy is a callable ``action = policy(observation, info)`` with
 ``reset(info, rng, seed=..., task=...)`` called after every ``env.reset`` (the reset info,
 a generator seeded per episode, and the episode's reset seed and task row). :func:`play_episode` runs one
-episode and returns a :class:`~mtrl_gym.trainers.trajectory.Trajectory` like the rollout
+episode and returns a :class:`~mtrl_gym.rollout.trajectory.Trajectory` like the rollout
 engine's, with the token fields left empty.
 """
 
@@ -33,12 +31,11 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.trainers.chat import env_reply_messages
-from mtrl_gym.trainers.rollout_metrics import episode_metrics
-from mtrl_gym.trainers.trajectory import Trajectory, json_safe
+from mtrl_gym.rollout.template import env_reply_messages
+from mtrl_gym.rollout.metrics import episode_metrics
+from mtrl_gym.rollout.trajectory import Trajectory, json_safe
 
-__all__ = ["make_policy", "play_episode", "RandomWordlePolicy", "RandomToolPolicy", "SolverBaseline", "OracleReplay",
-           "POLICY_MAX_TURNS", "TOKEN_METRICS"]
+__all__ = ["make_policy", "play_episode", "RandomToolPolicy", "POLICY_MAX_TURNS", "TOKEN_METRICS"]
 
 #: Turn cap of a policy episode when the evaluation sets no ``max_turns``.
 POLICY_MAX_TURNS = 64
@@ -49,37 +46,6 @@ TOKEN_METRICS = frozenset({"prompt_tokens", "sampled_tokens", "env_tokens", "tot
 
 def _tool_call(name: str, arguments: Mapping[str, Any]) -> str:
     return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}) + "</tool_call>"
-
-
-class SolverBaseline:
-    """Wordle's entropy solver (hard-mode aware) as a reference policy."""
-
-    def __init__(self, hard_mode: bool = False):
-        from mtrl_gym.envs.wordle.solver import SolverPolicy, WordleSolver
-
-        self._policy = SolverPolicy(WordleSolver(hard_mode=hard_mode))
-
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
-        self._policy.reset()
-
-    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
-        return self._policy(observation, dict(info))
-
-
-class RandomWordlePolicy:
-    """A uniformly random allowed Wordle word each turn, as a ``guess_word`` tool call."""
-
-    def __init__(self) -> None:
-        from mtrl_gym.envs.wordle.game import allowed_guesses
-
-        self._words = allowed_guesses()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
-        self._rng = rng
-
-    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
-        return _tool_call("guess_word", {"guess": self._words[int(self._rng.integers(len(self._words)))]})
 
 
 class RandomToolPolicy:
@@ -124,63 +90,18 @@ class RandomToolPolicy:
         return self._word()
 
 
-class OracleReplay:
-    """An SOP domain's reference procedure as a text policy.
-
-    At each reset the oracle plays the episode on a twin env (same registered id and
-    arguments, same seed and task); its messages are then replayed in order, so the real
-    env sees exactly the oracle's calls and answer. If the oracle cannot finish a task
-    (:class:`~mtrl_gym.envs.sop.OracleError`), what it did is replayed and the episode
-    ends like any other that stops short.
-    """
-
-    def __init__(self, env: gymnasium.Env):
-        spec = env.unwrapped.spec
-        if spec is None:
-            raise ConfigError(f"the oracle baseline needs a registered env (made with gymnasium.make), got "
-                              f"{type(env.unwrapped).__name__} without a spec")
-        self._twin = gymnasium.make(spec)
-        self._actions: list[str] = []
-
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, *, seed: int | None = None,
-              task: Mapping[str, Any] | None = None, **episode: Any) -> None:
-        from mtrl_gym.envs.sop import OracleError, play_oracle
-
-        transcript: list[tuple[str, str]] = []
-        try:
-            play_oracle(self._twin, seed=seed, options={"task": dict(task)} if task is not None else None,
-                        transcript=transcript)
-        except OracleError:
-            pass
-        self._actions = [action for action, _ in transcript[1:]]
-
-    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
-        return self._actions.pop(0) if self._actions else ""
-
-
-def _is_sop(env: gymnasium.Env) -> bool:
-    try:
-        from mtrl_gym.envs.sop.base import SOPEnv
-    except ImportError:
-        return False
-    return isinstance(env.unwrapped, SOPEnv)
-
-
 def make_policy(name: str, env: gymnasium.Env):
-    """The reference policy ``name`` (``"solver"`` or ``"random"``) for ``env``."""
-    from mtrl_gym.envs.wordle.env import WordleEnv
+    """The reference policy ``name`` for ``env``: one of its profile's, or the generic ``random``."""
+    from mtrl_gym.envs.profile import profile_of
 
-    wordle = isinstance(env.unwrapped, WordleEnv)
-    if name == "solver":
-        if wordle:
-            return SolverBaseline(hard_mode=bool(getattr(env.unwrapped, "hard_mode", False)))
-        if _is_sop(env):
-            return OracleReplay(env)
-        raise ConfigError(f"no built-in solver for {env.unwrapped.__class__.__name__}; the solver baseline exists "
-                          "for the Wordle and SOP envs. Use --policy random, or leave it out")
+    profile = profile_of(env)
+    if name in profile.reference_policies:
+        return profile.policy(name, env)
     if name == "random":
-        return RandomWordlePolicy() if wordle else RandomToolPolicy()
-    raise ConfigError(f"unknown policy {name!r}; use 'solver' or 'random'")
+        return RandomToolPolicy()
+    known = sorted({*profile.reference_policies, "random"})
+    raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; it has: "
+                      f"{', '.join(known)}")
 
 
 def play_episode(env: gymnasium.Env, policy, task: Mapping[str, Any] | None, *, seed: int, task_index: int,

@@ -36,7 +36,7 @@ from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, resolve_system_prompt
 from mtrl_gym.evaluation.store import EvalStore
 from mtrl_gym.evaluation.summary import RunData, compare_runs, summarise_run
 from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks, tasks_digest
-from mtrl_gym.trainers.trajectory import Trajectory
+from mtrl_gym.rollout.trajectory import Trajectory
 from mtrl_gym.wrappers.system_prompt import SystemPrompt
 
 __all__ = ["evaluate", "EvalResult", "default_out_dir"]
@@ -135,8 +135,8 @@ def _record(traj: Trajectory, run: str, failure_reward: float, save_tokens: bool
 
 def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, pool: ModelPool,
                 done: set, failure_reward: float, bar) -> None:
-    from mtrl_gym.trainers.rollout import RolloutConfig, RolloutEngine
-    from mtrl_gym.trainers.samplers.base import SamplingParams
+    from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
+    from mtrl_gym.rollout.samplers.base import SamplingParams
 
     sampler, tokenizer = pool.open(spec)
     sampling = SamplingParams(temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,

@@ -54,7 +54,8 @@ class RunSpec:
     endpoint_model: str | None = None
     """Model name to request from the endpoint; ``None`` takes the first it lists."""
     policy: str | None = None
-    """A reference policy: ``"solver"`` or ``"random"`` (see :data:`POLICIES`)."""
+    """A reference policy of the env (``"solver"``, ``"random"``, ...; checked against the env's
+    profile when the evaluation starts)."""
     temperature: float = 1.0
     """Sampling temperature (0 = greedy)."""
     top_p: float = 1.0
@@ -73,7 +74,7 @@ class RunSpec:
     stop: tuple[str, ...] = ()
     """Stop strings of every turn (the completing token is kept), as in training."""
     sampler: Any = field(default=None, repr=False, compare=False)
-    """A ready :class:`~mtrl_gym.trainers.samplers.base.Sampler` (with ``tokenizer``)."""
+    """A ready :class:`~mtrl_gym.rollout.samplers.base.Sampler` (with ``tokenizer``)."""
     tokenizer: Any = field(default=None, repr=False, compare=False)
     """The tokenizer that goes with ``sampler``."""
 
@@ -92,8 +93,9 @@ class RunSpec:
                 or (self.endpoint and self.adapter):
             raise ConfigError(f"run {self.name!r} sets several sources ({self.source_text()}); give one of "
                               "model[+adapter], endpoint, policy or sampler")
-        if self.policy is not None and self.policy not in POLICIES:
-            raise ConfigError(f"run {self.name!r}: unknown policy {self.policy!r}; use one of {list(POLICIES)}")
+        if self.policy is not None and (not isinstance(self.policy, str) or not self.policy.strip()):
+            raise ConfigError(f"run {self.name!r}: `policy` must be a policy name such as {list(POLICIES)}, "
+                              f"got {self.policy!r}")
         if self.sampler is not None and self.tokenizer is None:
             raise ConfigError(f"run {self.name!r}: a `sampler` needs its `tokenizer` too")
         if self.endpoint is not None and not self.model and self.tokenizer is None:

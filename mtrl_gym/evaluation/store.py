@@ -7,7 +7,7 @@ Layout of the output folder::
     summary.json              written when every run is complete
     report/                   report.md and the PNG plots
 
-Each episode line is a :class:`~mtrl_gym.trainers.trajectory.Trajectory` record plus
+Each episode line is a :class:`~mtrl_gym.rollout.trajectory.Trajectory` record plus
 ``run``, ``task_index``, ``outcome_reward`` and ``success``. Lines are appended and
 flushed to disk as soon as their episodes finish; after a crash, :class:`EvalStore` with
 ``resume=True`` reads what is there (a half-written last line is ignored, and cut before
@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from mtrl_gym.jsonl import iter_jsonl
 from mtrl_gym.error import ConfigError, DatasetError
 
 __all__ = ["EvalStore", "CONFIG_FILE", "read_records"]
@@ -50,17 +51,8 @@ def read_records(path: str | os.PathLike) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         return []
-    lines = path.read_text(encoding="utf-8").split("\n")
     out: dict[tuple[int, int], dict[str, Any]] = {}
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            if i == len(lines):  # no newline after it: the write was interrupted
-                continue
-            raise DatasetError(f"invalid JSON ({e.msg})", path=str(path), line=i) from None
+    for i, record in iter_jsonl(path):
         try:
             key = (int(record["task_index"]), int(record["sample_index"]))
         except (KeyError, TypeError, ValueError):

@@ -9,7 +9,7 @@ Every run is summarised on the full ``tasks x n`` grid of its episodes:
   rates (per turn), sampled and total tokens (``None`` for policies), wall time, the rate
   of episodes that did not reach the end of their task (``unfinished_rate``: not
   ``terminated``; scored as the env's minimum reward), and the failure rate and stop reasons;
-* ``aggregate``: :func:`mtrl_gym.trainers.rollout_metrics.aggregate_metrics` of the run.
+* ``aggregate``: :func:`mtrl_gym.rollout.metrics.aggregate_metrics` of the run.
 
 :func:`compare_runs` adds paired differences to a reference run and, when both
 reference policies ran, where each run stands between them
@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from mtrl_gym.error import Error
-from mtrl_gym.evaluation.stats import bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k_per_task
-from mtrl_gym.trainers.rollout_metrics import aggregate_metrics
-from mtrl_gym.trainers.trajectory import Trajectory
+from mtrl_gym.stats import bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k_per_task
+from mtrl_gym.rollout.metrics import aggregate_metrics
+from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["RunData", "summarise_run", "compare_runs", "TRAJECTORY_KEYS"]
 

@@ -5,11 +5,9 @@ the env draw its task from the reset seed) and :func:`check_tasks` resets a prob
 every row, so a broken task fails before the first episode rather than in the middle of
 a run.
 
-Named splits: ``train`` and ``val`` for the Wordle envs (:func:`mtrl_gym.datasets.wordle_split`,
-the managed service's files) and ``all`` (every Wordle answer); ``train`` and ``val`` for
-the SOP domains (:func:`mtrl_gym.envs.sop.generate_tasks`, split-disjoint worlds, the
-first ``limit`` or :data:`SOP_SPLIT_SIZE` tasks); and ``seeds:N`` for any env (N tasks
-drawn from the reset seeds ``seed, seed + 1, ...``).
+Named splits come from the env's profile (:func:`mtrl_gym.envs.profile_of`: Wordle has
+``train``, ``val`` and ``all``, the SOP domains ``train`` and ``val``); ``seeds:N`` works for
+any env (N tasks drawn from the reset seeds ``seed, seed + 1, ...``).
 
 >>> len(resolve_tasks("mtrl/Wordle-v0", split="val")), resolve_tasks("mtrl/Wordle-v0", split="seeds:3")
 (128, [None, None, None])
@@ -27,39 +25,18 @@ import gymnasium
 
 from mtrl_gym.error import ConfigError, DatasetError, InvalidTask
 
-__all__ = ["resolve_tasks", "check_tasks", "tasks_digest", "split_names", "SOP_SPLIT_SIZE"]
-
-_WORDLE_SPLITS = ("train", "val", "all")
-_SOP_SPLITS = ("train", "val")
-#: Tasks of an SOP split when no ``limit`` is given (the size of Wordle's validation split).
-SOP_SPLIT_SIZE = 128
+__all__ = ["resolve_tasks", "check_tasks", "tasks_digest", "split_names"]
 
 
 def split_names(env_id: str) -> list[str]:
     """The named splits of ``env_id`` (``seeds:N`` works for every env)."""
-    if _is_wordle(env_id):
-        return [*_WORDLE_SPLITS, "seeds:N"]
-    return [*_SOP_SPLITS, "seeds:N"] if _sop_domain(env_id) is not None else ["seeds:N"]
-
-
-def _sop_domain(env_id: str):
-    """The SOP domain of ``env_id``, or ``None`` for other (or unknown) envs."""
-    if not env_id.removeprefix("mtrl_gym:").startswith("mtrl/SOP-"):
-        return None
-    from mtrl_gym import registry
+    from mtrl_gym.envs.profile import profile_of
 
     try:
-        env = registry.make(env_id)
+        names = list(profile_of(env_id).split_names)
     except Exception:  # noqa: BLE001 - unknown ids are reported later, with close matches
-        return None
-    try:
-        return getattr(env.unwrapped, "domain", None)
-    finally:
-        env.close()
-
-
-def _is_wordle(env_id: str) -> bool:
-    return env_id.removeprefix("mtrl_gym:").startswith("mtrl/Wordle")
+        names = []
+    return [*names, "seeds:N"]
 
 
 def resolve_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[str, Any] | None] | None = None,
@@ -95,21 +72,11 @@ def _split(env_id: str, split: str, limit: int | None) -> list[dict[str, Any] | 
         if count < 1:
             raise ConfigError(f"split {split!r}: write seeds:N with N >= 1 tasks, e.g. seeds:100")
         return [None] * count
-    if _is_wordle(env_id) and split in _WORDLE_SPLITS:
-        from mtrl_gym.datasets import wordle_split
+    from mtrl_gym.envs.profile import profile_of
 
-        if split == "all":
-            from mtrl_gym.envs.wordle.game import answers
-
-            return [{"answer": a, "id": f"wordle_all_{i:04d}"} for i, a in enumerate(answers())]
-        train, val = wordle_split()
-        return train if split == "train" else val
-    if split in _SOP_SPLITS:
-        domain = _sop_domain(env_id)
-        if domain is not None:
-            from mtrl_gym.envs.sop import generate_tasks
-
-            return generate_tasks(domain, limit or SOP_SPLIT_SIZE, split=split)
+    profile = profile_of(env_id)
+    if split in profile.splits:
+        return profile.tasks(split, limit)
     raise ConfigError(f"unknown split {split!r} for {env_id}; use one of {split_names(env_id)} or a task file")
 
 

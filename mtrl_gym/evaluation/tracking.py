@@ -20,24 +20,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from mtrl_gym.mlflow_store import quiet_mlflow
+from mtrl_gym.mlflow_store import tracking_uri as store_uri
 
-__all__ = ["log_to_mlflow", "run_metrics", "tracking_uri_or_default", "quiet_mlflow"]
+__all__ = ["log_to_mlflow", "run_metrics"]
 
 _KEY_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-. /")
-
-
-def tracking_uri_or_default(tracking_uri: str | None = None) -> str:
-    """``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<cwd>/mlflow.db``: the
-    trainer's default store, so evaluations land next to the training runs."""
-    return tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-
-
-def quiet_mlflow() -> None:
-    import logging
-
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _key(text: str) -> str:
@@ -83,7 +71,7 @@ def log_to_mlflow(result, *, tracking_uri: str | None = None, experiment: str = 
         from mtrl_gym.error import DependencyNotInstalled
 
         raise DependencyNotInstalled("mlflow", extra="train") from None
-    client = MlflowClient(tracking_uri=tracking_uri_or_default(tracking_uri))
+    client = MlflowClient(tracking_uri=store_uri(tracking_uri))
     found = client.get_experiment_by_name(experiment)
     experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
     summary = result.summary

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mtrl_gym.jsonl import iter_jsonl
 from mtrl_gym.error import ConfigError, DatasetError
 
 __all__ = ["TrainingCurves", "load_training_curves", "reward_hacking_flags", "training_reward_rose",
@@ -129,17 +130,7 @@ def _run_settings(path: Path) -> dict[str, Any]:
 
 def _jsonl_series(path: Path) -> dict[str, list[tuple[int, float]]]:
     series: dict[str, dict[int, float]] = {}
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            if i == len(lines) and not line.endswith("\n"):
-                break  # a training run still writing (or killed mid-line)
-            raise DatasetError(f"invalid JSON ({e.msg})", path=str(path), line=i) from None
+    for i, row in iter_jsonl(path):  # a cut-off last line: a run still writing (or killed mid-line)
         if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
             raise DatasetError("a metrics line needs a numeric 'step'", path=str(path), line=i, field="step")
         step = int(row["step"])
@@ -150,7 +141,8 @@ def _jsonl_series(path: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def _mlflow_series(run_id: str, tracking_uri: str | None) -> tuple[dict[str, list[tuple[int, float]]], dict]:
-    from mtrl_gym.evaluation.tracking import quiet_mlflow, tracking_uri_or_default
+    from mtrl_gym.mlflow_store import quiet_mlflow
+    from mtrl_gym.mlflow_store import tracking_uri as store_uri
 
     quiet_mlflow()
     try:
@@ -159,7 +151,7 @@ def _mlflow_series(run_id: str, tracking_uri: str | None) -> tuple[dict[str, lis
         from mtrl_gym.error import DependencyNotInstalled
 
         raise DependencyNotInstalled("mlflow", extra="train") from None
-    client = MlflowClient(tracking_uri=tracking_uri_or_default(tracking_uri))
+    client = MlflowClient(tracking_uri=store_uri(tracking_uri))
     try:
         run = client.get_run(run_id)
     except Exception as e:  # noqa: BLE001 - mlflow raises its own types for a missing run

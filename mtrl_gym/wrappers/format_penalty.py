@@ -29,8 +29,8 @@ import gymnasium
 from gymnasium.utils import RecordConstructorArgs
 
 from mtrl_gym.wrappers.shaping import (
-    WORDLE_MAX_FAILURE_WEIGHT,
-    WORDLE_MAX_SUCCESS_WEIGHT,
+    DEFAULT_FAILURE_WEIGHT,
+    DEFAULT_SUCCESS_WEIGHT,
     BoundedShaping,
     _check_number,
 )
@@ -53,8 +53,8 @@ class FormatPenalty(BoundedShaping):
     """
 
     def __init__(self, env: gymnasium.Env, *, format_error: float = 0.5, loose_match: float = 0.25,
-                 scale: float = 1.0, success_weight: float = WORDLE_MAX_SUCCESS_WEIGHT,
-                 failure_weight: float = WORDLE_MAX_FAILURE_WEIGHT, per_turn: bool = False):
+                 scale: float = 1.0, success_weight: float = DEFAULT_SUCCESS_WEIGHT,
+                 failure_weight: float = DEFAULT_FAILURE_WEIGHT, per_turn: bool = False):
         RecordConstructorArgs.__init__(self, format_error=format_error, loose_match=loose_match, scale=scale,
                                        success_weight=success_weight, failure_weight=failure_weight,
                                        per_turn=per_turn)

@@ -44,6 +44,7 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.utils import RecordConstructorArgs
 
+from mtrl_gym.jsonl import iter_jsonl
 from mtrl_gym.error import ConfigError, DatasetError, ReplayMismatch
 from mtrl_gym.serialization import json_safe
 
@@ -172,17 +173,7 @@ def iter_episodes(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     A truncated last line (a process killed mid-write) is skipped; any other broken line
     raises :class:`~mtrl_gym.error.DatasetError` naming the file and line.
     """
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            if i == len(lines) and not line.endswith("\n"):
-                return
-            raise DatasetError(f"invalid JSON ({e.msg})", path=str(path), line=i) from None
+    for i, record in iter_jsonl(path):
         if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
             raise DatasetError(f"not an episode record (expected format {RECORD_FORMAT!r})", path=str(path), line=i)
         yield record

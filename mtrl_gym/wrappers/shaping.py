@@ -8,8 +8,9 @@
 where ``S`` is the sum over the episode's steps of per-step terms divided by ``scale``,
 computed only from the facts in ``info``. Because the shaping part lies in ``[-w, w]``,
 choosing ``w`` below half the gap between two outcome tiers keeps every tier apart
-whatever the agent does (:func:`tier_limits` knows the largest safe weights of the
-mtrl_gym environments and every layer checks its weights against them).
+whatever the agent does (:func:`tier_limits` reads the largest safe weights from the
+env's profile, :func:`mtrl_gym.envs.profile_of`, and every layer checks its weights
+against them).
 
 Two ways to pay it:
 
@@ -54,30 +55,26 @@ from gymnasium.utils import RecordConstructorArgs
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["BoundedShaping", "tier_limits", "SHAPING_GRID", "WORDLE_MAX_SUCCESS_WEIGHT",
-           "WORDLE_MAX_FAILURE_WEIGHT"]
+__all__ = ["BoundedShaping", "tier_limits", "SHAPING_GRID", "DEFAULT_SUCCESS_WEIGHT", "DEFAULT_FAILURE_WEIGHT"]
 
 #: Shaping amounts are multiples of this (rounded toward zero), so sums of them are exact.
 SHAPING_GRID = 2.0 ** -40
 
-#: Largest success weight for Wordle: adjacent solves differ by 0.1, so 2 * 0.04 < 0.1 keeps a
-#: solve in n guesses above any solve in n + 1, and the worst solve stays >= 1.05 - 0.04 = 1.01.
-WORDLE_MAX_SUCCESS_WEIGHT = 0.04
-#: Largest failure weight for Wordle: a loss (-0.5) stays in [-0.65, -0.35], far above an
-#: episode without a valid guess (-1.5, whose shaping is never positive).
-WORDLE_MAX_FAILURE_WEIGHT = 0.15
+#: Default weights: small next to the outcome rewards of every mtrl_gym env, and within the
+#: tier limits of the envs that declare them (Wordle: 0.04 / 0.15).
+DEFAULT_SUCCESS_WEIGHT = 0.04
+DEFAULT_FAILURE_WEIGHT = 0.15
 
 
 def tier_limits(env: gymnasium.Env) -> tuple[float, float] | None:
     """``(max success_weight, max failure_weight)`` keeping ``env``'s outcome tiers apart.
 
-    ``None`` when mtrl_gym does not know the env's tiers (then the caller chooses).
+    From the env's profile (``EnvProfile.shaping_limits``); ``None`` when the env declares
+    no tiers (then the caller chooses).
     """
-    from mtrl_gym.envs.wordle.env import WordleEnv
+    from mtrl_gym.envs.profile import profile_of
 
-    if isinstance(env.unwrapped, WordleEnv):
-        return WORDLE_MAX_SUCCESS_WEIGHT, WORDLE_MAX_FAILURE_WEIGHT
-    return None
+    return profile_of(env).shaping_limits
 
 
 def _on_grid(x: float) -> float:
@@ -114,8 +111,8 @@ class BoundedShaping(gymnasium.Wrapper, RecordConstructorArgs):
     """
 
     def __init__(self, env: gymnasium.Env, terms: Callable[[Mapping[str, Any]], Mapping[str, float]] | None = None,
-                 *, scale: float = 1.0, success_weight: float = WORDLE_MAX_SUCCESS_WEIGHT,
-                 failure_weight: float = WORDLE_MAX_FAILURE_WEIGHT, per_turn: bool = False):
+                 *, scale: float = 1.0, success_weight: float = DEFAULT_SUCCESS_WEIGHT,
+                 failure_weight: float = DEFAULT_FAILURE_WEIGHT, per_turn: bool = False):
         RecordConstructorArgs.__init__(self, terms=terms, scale=scale, success_weight=success_weight,
                                        failure_weight=failure_weight, per_turn=per_turn)
         gymnasium.Wrapper.__init__(self, env)
@@ -144,11 +141,12 @@ class BoundedShaping(gymnasium.Wrapper, RecordConstructorArgs):
         name = self.env.unwrapped.__class__.__name__
         if self.success_weight > max_s:
             raise ConfigError(f"`success_weight` must be <= {max_s} for {name} so shaping cannot reorder "
-                              f"solves or push one below 1.01, got {self.success_weight}; lower it or "
-                              "rescale the terms instead")
+                              f"its outcome tiers (see its profile's shaping_limits), got {self.success_weight}; "
+                              "lower it or rescale the terms instead")
         if self.failure_weight > max_f:
-            raise ConfigError(f"`failure_weight` must be <= {max_f} for {name} so a loss stays in "
-                              f"[-0.65, -0.35], got {self.failure_weight}; lower it")
+            raise ConfigError(f"`failure_weight` must be <= {max_f} for {name} so shaping cannot reorder "
+                              f"its outcome tiers (see its profile's shaping_limits), got {self.failure_weight}; "
+                              "lower it")
 
     # ------------------------------------------------------------------ hooks
 

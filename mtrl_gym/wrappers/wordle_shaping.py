@@ -67,7 +67,8 @@ from gymnasium.utils import RecordConstructorArgs
 
 from mtrl_gym.envs.wordle.solver import max_opening_entropy, opening_entropy
 from mtrl_gym.error import ConfigError
-from mtrl_gym.wrappers.shaping import WORDLE_MAX_FAILURE_WEIGHT, WORDLE_MAX_SUCCESS_WEIGHT, BoundedShaping
+from mtrl_gym.envs.wordle.profile import MAX_FAILURE_WEIGHT, MAX_SUCCESS_WEIGHT
+from mtrl_gym.wrappers.shaping import BoundedShaping
 
 __all__ = ["WordleShaping", "WORDLE_WEIGHTS", "WORDLE_SCALE", "wordle_step_terms"]
 
@@ -168,8 +169,8 @@ class WordleShaping(BoundedShaping):
     """
 
     def __init__(self, env: gymnasium.Env, *, weights: Mapping[str, float] | None = None,
-                 scale: float = WORDLE_SCALE, success_weight: float = WORDLE_MAX_SUCCESS_WEIGHT,
-                 failure_weight: float = WORDLE_MAX_FAILURE_WEIGHT, per_turn: bool = False):
+                 scale: float = WORDLE_SCALE, success_weight: float = MAX_SUCCESS_WEIGHT,
+                 failure_weight: float = MAX_FAILURE_WEIGHT, per_turn: bool = False):
         self.weights = _merge_weights(weights)
         # Recorded before the base class does, so env.spec rebuilds this wrapper as given.
         RecordConstructorArgs.__init__(self, weights=None if weights is None else dict(weights), scale=scale,

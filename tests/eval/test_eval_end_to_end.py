@@ -105,7 +105,7 @@ def _comparable(record):
 
 
 def test_resume_after_interruption_reproduces_the_uninterrupted_run(tmp_path, tiny_model, chatml_tokenizer):
-    from mtrl_gym.trainers.samplers.hf import HFSampler
+    from mtrl_gym.rollout.samplers.hf import HFSampler
 
     def spec(sampler):
         return RunSpec("tiny", sampler=sampler, tokenizer=chatml_tokenizer, max_new_tokens=6)
@@ -153,7 +153,7 @@ class GuessSampler:
         self.crash_at, self.calls = crash_at, 0
 
     def sample(self, requests):
-        from mtrl_gym.trainers.samplers.base import SampleResult
+        from mtrl_gym.rollout.samplers.base import SampleResult
 
         self.calls += 1
         if self.calls == self.crash_at:
@@ -187,7 +187,7 @@ def test_episodes_are_saved_as_they_finish_within_a_batch(tmp_path, chatml_token
 
 def test_a_batch_where_every_episode_fails_stops_the_run_and_resume_finishes(tmp_path, tiny_model,
                                                                                chatml_tokenizer):
-    from mtrl_gym.trainers.samplers.hf import HFSampler
+    from mtrl_gym.rollout.samplers.hf import HFSampler
 
     kw = dict(split="val", limit=2, config=EvalConfig(n=1, max_turns=1, batch_tasks=1), report=False)
     down = Interrupting(HFSampler(tiny_model, chatml_tokenizer), at=2, error=ConnectionError)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mtrl_gym.evaluation.stats import (bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k,
+from mtrl_gym.stats import (bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k,
                                        pass_at_k_per_task)
 
 

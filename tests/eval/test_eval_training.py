@@ -78,7 +78,7 @@ def test_training_run_of_an_adapter_checkpoint(tmp_path):
 
 
 def test_eval_with_a_hacked_training_run_flags_it_and_plots_the_curves(tmp_path, tiny_model, chatml_tokenizer):
-    from mtrl_gym.trainers.samplers.hf import HFSampler
+    from mtrl_gym.rollout.samplers.hf import HFSampler
 
     run = write_run(tmp_path / "run", **HACKED)
     runs = [RunSpec("trained", sampler=HFSampler(tiny_model, chatml_tokenizer), tokenizer=chatml_tokenizer,

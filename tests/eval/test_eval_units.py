@@ -48,6 +48,17 @@ def test_parse_run_errors(token, match):
         parse_run(token, SOURCES)
 
 
+def test_unknown_policies_name_what_the_env_has():
+    import gymnasium
+
+    from mtrl_gym.evaluation.policies import make_policy
+
+    with pytest.raises(ConfigError, match=r"no reference policy 'oracle' for WordleEnv; it has: random, solver"):
+        make_policy("oracle", gymnasium.make("mtrl/Wordle-v0"))
+    with pytest.raises(ConfigError, match=r"no reference policy 'solver' for WeatherEnv; it has: random"):
+        make_policy("solver", gymnasium.make("mtrl/Sandbox-Weather-v0"))
+
+
 def test_run_spec_validation():
     with pytest.raises(ConfigError, match="has no source"):
         RunSpec("x")
@@ -55,8 +66,8 @@ def test_run_spec_validation():
         RunSpec("x", model="m", policy="solver")
     with pytest.raises(ConfigError, match="tokenizer"):
         RunSpec("x", endpoint="http://127.0.0.1:1")
-    with pytest.raises(ConfigError, match="unknown policy"):
-        RunSpec("x", policy="oracle")
+    with pytest.raises(ConfigError, match="must be a policy name"):
+        RunSpec("x", policy=3)
     assert RunSpec("x", endpoint="http://h:1", model="tok").kind == "endpoint"
     assert RunSpec("x", adapter="dir").kind == "adapter"
 

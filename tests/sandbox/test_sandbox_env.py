@@ -11,7 +11,7 @@ from mtrl_gym.datasets import encode_task, write_tasks
 from mtrl_gym.envs.sandbox import (ERROR_STATUSES, STATUSES, Cassette, FinalAnswer, Grade, ToolContext, ToolError,
                                    ToolSandboxEnv, tool)
 from mtrl_gym.error import CassetteError, ConfigError, InvalidTask
-from mtrl_gym.trainers.chat import env_reply_messages
+from mtrl_gym.rollout.template import env_reply_messages
 
 STEP_KEYS = {"tool_calls", "tool_results", "tool_outcomes", "format_error", "error", "num_tool_calls",
              "num_tool_errors", "num_unknown_tools", "num_bad_arguments", "num_refused", "num_not_available",

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from toy_domain import Toy, ToyEnv
 
 from mtrl_gym.cli import main
-from mtrl_gym.datasets import read_tasks, wordle_split
+from mtrl_gym.datasets import read_tasks
+from mtrl_gym.envs.wordle.profile import wordle_split
 from mtrl_gym.envs.sop import SPLITS, SOPEnv, generate_tasks, parse_difficulty, play_oracle, split_seeds
 from mtrl_gym.envs.sop.base import OracleError
 from mtrl_gym.error import ConfigError, InvalidTask
@@ -304,11 +305,11 @@ def test_make_dataset_for_wordle_reproduces_wordle_split(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["mtrl/Sandbox-Orders-v0"], "make-dataset writes tasks for SOP domains (mtrl/SOP-*) and Wordle"),
-    (["mtrl/Wordle-v0", "--n", "641"], "--n for the Wordle train split must be between 1 and 640"),
-    (["mtrl/Wordle-v0", "--difficulty", "noise=1"], "--difficulty applies to SOP domains only"),
+    (["mtrl/Sandbox-Orders-v0"], "declares no named task splits"),
+    (["mtrl/Wordle-v0", "--n", "641"], "the Wordle train split has 640 answers"),
+    (["mtrl/Wordle-v0", "--difficulty", "noise=1"], "Wordle task splits take no options"),
     (["test/SOP-Toy-v0", "--difficulty", "noise=5"], "'noise' must be one of (0, 1, 2), got 5"),
-    (["test/SOP-Toy-v0", "--n", "0"], "`n` must be an int >= 1, got 0"),
+    (["test/SOP-Toy-v0", "--n", "0"], "the number of tasks must be an int >= 1, got 0"),
     (["mtrl/SOP-Nope-v0"], "unknown environment id 'mtrl/SOP-Nope-v0'"),
 ])
 def test_make_dataset_errors_name_the_problem(tmp_path, capsys, args, message):

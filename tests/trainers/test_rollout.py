@@ -12,11 +12,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mtrl_gym.error import ConfigError, InvalidTask, SamplerError  # noqa: E402
-from mtrl_gym.trainers.chat import ChatRenderer, env_reply_messages, render_tools  # noqa: E402
-from mtrl_gym.trainers.rollout import RolloutConfig, RolloutEngine, aggregate_metrics, collect  # noqa: E402
-from mtrl_gym.trainers.samplers.base import SampleResult, Sampler, SamplingParams  # noqa: E402
-from mtrl_gym.trainers.samplers.hf import HFSampler  # noqa: E402
-from mtrl_gym.trainers.trajectory import Trajectory, load_jsonl, save_jsonl  # noqa: E402
+from mtrl_gym.rollout.template import ChatRenderer, env_reply_messages, render_tools  # noqa: E402
+from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine, aggregate_metrics, collect  # noqa: E402
+from mtrl_gym.rollout.samplers.base import SampleResult, Sampler, SamplingParams  # noqa: E402
+from mtrl_gym.rollout.samplers.hf import HFSampler  # noqa: E402
+from mtrl_gym.rollout.trajectory import Trajectory, load_jsonl, save_jsonl  # noqa: E402
 
 ECHO_TOOL = {"type": "function", "function": {
     "name": "echo", "description": "Echo the text back.",

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mtrl_gym.error import ConfigError, SamplerError
-from mtrl_gym.trainers.samplers.base import SampleRequest, SamplingParams
-from mtrl_gym.trainers.samplers.openai import OpenAISampler, _parse_choice
+from mtrl_gym.rollout.samplers.base import SampleRequest, SamplingParams
+from mtrl_gym.rollout.samplers.openai import OpenAISampler, _parse_choice
 
 
 class FakeVLLM:
@@ -216,7 +216,7 @@ def test_config_errors_and_response_checks():
 def test_rollout_through_the_endpoint(server):
     """The rollout engine runs on an OpenAI-compatible sampler unchanged."""
     pytest.importorskip("transformers")
-    from mtrl_gym.trainers.rollout import collect
+    from mtrl_gym.rollout.engine import collect
     from test_rollout import EchoEnv
 
     from tiny_models import build_chatml_tokenizer

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from mtrl_gym.error import ConfigError  # noqa: E402
-from mtrl_gym.trainers.samplers.base import SampleRequest, SamplingParams  # noqa: E402
-from mtrl_gym.trainers.samplers.hf import HFSampler, filter_logits, sample_next  # noqa: E402
+from mtrl_gym.rollout.samplers.base import SampleRequest, SamplingParams  # noqa: E402
+from mtrl_gym.rollout.samplers.hf import HFSampler, filter_logits, sample_next  # noqa: E402
 
 GREEDY = SamplingParams(temperature=0.0, max_new_tokens=10)
 

@@ -24,8 +24,8 @@ from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
 from mtrl_gym.trainers.grpo.policy import LRSchedule, build_optimizer, prepare_policy  # noqa: E402
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 from mtrl_gym.trainers.grpo.update import UpdateSettings, policy_update  # noqa: E402
-from mtrl_gym.trainers.samplers.base import SampleResult, Sampler  # noqa: E402
-from mtrl_gym.trainers.samplers.hf import HFSampler  # noqa: E402
+from mtrl_gym.rollout.samplers.base import SampleResult, Sampler  # noqa: E402
+from mtrl_gym.rollout.samplers.hf import HFSampler  # noqa: E402
 
 TASKS = [{"id": f"t{i}", "turns": 1, "letters": "aeiou"[: 1 + i % 5]} for i in range(8)]
 
@@ -223,7 +223,7 @@ def test_trainer_log_probs_equal_the_samplers(chatml_tokenizer):
     """Same weights, same temperature: recomputed log-probs are the sampling log-probs."""
     model = build_tiny_llama(len(chatml_tokenizer))
     trainer_tok = chatml_tokenizer
-    from mtrl_gym.trainers.samplers.base import SampleRequest, SamplingParams
+    from mtrl_gym.rollout.samplers.base import SampleRequest, SamplingParams
 
     prompt = trainer_tok.apply_chat_template([{"role": "user", "content": "hello"}], add_generation_prompt=True,
                                              tokenize=True)

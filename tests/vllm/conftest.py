@@ -90,7 +90,7 @@ def engine_sampler(tiny_dir):
     """The session's one engine, wrapped in the sampler that owns it (do not modify it;
     tests that change weights use ``sampler``)."""
     pytest.importorskip("vllm.sampling_params")
-    from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+    from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
 
     sampler = VLLMSampler(str(tiny_dir), VLLMConfig(dtype="float32", max_model_len=MAX_MODEL_LEN, enable_lora=True,
                                                      max_lora_rank=8, kv_cache_gib=0.25, seed=0))
@@ -102,7 +102,7 @@ def engine_sampler(tiny_dir):
 def make_sampler(engine_sampler, tiny_hf, tmp_path):
     """``make_sampler(**config)``: a sampler over the shared engine; at teardown the engine
     gets its original weights back and no adapter."""
-    from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+    from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
 
     made = []
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
-from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler, _engine_kwargs, checkpoint_weights
+from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler, _engine_kwargs, checkpoint_weights
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -27,7 +27,7 @@ def test_config_errors_name_the_value(fields, message):
 
 
 def test_engine_kwargs_follow_the_config(monkeypatch):
-    from mtrl_gym.trainers.samplers import vllm as module
+    from mtrl_gym.rollout.samplers import vllm as module
 
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     monkeypatch.setattr(module, "_cpu_has_native_bf16", lambda: False)

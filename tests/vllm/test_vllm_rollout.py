@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("vllm.sampling_params", reason="vllm is not installed (see scripts/install_vllm_cpu.sh)")
 
-from mtrl_gym.trainers.rollout import collect  # noqa: E402
-from mtrl_gym.trainers.samplers import SamplingParams  # noqa: E402
+from mtrl_gym.rollout.engine import collect  # noqa: E402
+from mtrl_gym.rollout.samplers import SamplingParams  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

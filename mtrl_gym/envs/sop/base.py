@@ -305,6 +305,13 @@ class SOPEnv(ToolSandboxEnv):
 
     domain: SOPDomain | None = None
     """The domain this env class runs (subclasses set it)."""
+
+    @classmethod
+    def profile(cls):
+        """Splits, the oracle policy and the success threshold (:mod:`mtrl_gym.envs.sop.profile`)."""
+        from mtrl_gym.envs.sop.profile import sop_profile
+
+        return sop_profile(cls)
     task_fields = ("seed",)
 
     def __init__(self, domain: SOPDomain | None = None, *, difficulty: Mapping[str, Any] | None = None,

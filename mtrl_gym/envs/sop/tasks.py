@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from mtrl_gym.envs.sop.base import SPLITS, SOPDomain
+from mtrl_gym.datasets import parse_options
 from mtrl_gym.error import ConfigError
 
 __all__ = ["generate_tasks", "split_seeds", "task_id", "parse_difficulty"]
@@ -66,27 +67,6 @@ def generate_tasks(domain: SOPDomain, n: int, *, seed: int = 0, split: str = "tr
     return rows
 
 
-def _value(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_difficulty(text: str | None) -> dict[str, Any]:
-    """``"noise=1,distractors=true"`` -> ``{"noise": 1, "distractors": True}`` (ints, floats, booleans, text)."""
-    out: dict[str, Any] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ConfigError(f"difficulty must be KEY=VALUE pairs separated by commas "
-                              f"(e.g. noise=1,distractors=true), got {part.strip()!r}")
-        out[key.strip()] = _value(value.strip())
-    return out
+    """``"noise=1,distractors=true"`` -> ``{"noise": 1, "distractors": True}`` (see :func:`mtrl_gym.datasets.parse_options`)."""
+    return parse_options(text)

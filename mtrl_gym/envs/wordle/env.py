@@ -156,6 +156,13 @@ class WordleEnv(gymnasium.Env[str, str]):
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
     success_threshold = SUCCESS_THRESHOLD
+
+    @classmethod
+    def profile(cls):
+        """Splits, reference policies and tiers (:mod:`mtrl_gym.envs.wordle.profile`)."""
+        from mtrl_gym.envs.wordle.profile import wordle_profile
+
+        return wordle_profile(cls.success_threshold)
     reward_range = (MIN_REWARD, MAX_REWARD)
 
     def __init__(self, *, hard_mode: bool = False, invalid_word: str = "reject",

@@ -79,10 +79,10 @@ class GRPOConfig:
     scores the bare environment's outcome reward, not shaping or curricula."""
     train_tasks: str | None = None
     """Training task file (JSONL, JSON, CSV or Parquet; see ``mtrl_gym.datasets``). None: the
-    env's generated split when it has one (Wordle: ``wordle_split``), else the env draws a
-    task from each reset seed."""
+    env's named ``train`` split when its profile has one (``mtrl_gym.envs.profile_of``), else
+    the env draws a task from each reset seed."""
     val_tasks: str | None = None
-    """Validation task file; None: the generated split's validation part (or seeds)."""
+    """Validation task file; None: the env's named ``val`` split (or seeds)."""
     train_size: int = 640
     """Training tasks of the generated split (when ``train_tasks`` is None)."""
     val_size: int = 128

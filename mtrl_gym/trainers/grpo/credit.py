@@ -22,7 +22,7 @@ import torch
 from mtrl_gym.trainers.grpo.advantages import (PER_TURN_ESTIMATORS, Advantages, compute_advantages,
                                                pad_turn_rewards, turn_advantages_to_tokens)
 from mtrl_gym.trainers.grpo.batching import TrainSequence, build_sequence
-from mtrl_gym.trainers.trajectory import Trajectory
+from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["trajectory_advantages", "train_sequences", "zero_variance_mask"]
 

@@ -13,27 +13,14 @@ the tasks the uninterrupted run would have drawn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["TaskStream", "load_task_splits", "GENERATED_SPLITS"]
-
-
-def _wordle_split(train: int, val: int, seed: int) -> tuple[list[dict], list[dict]]:
-    from mtrl_gym.datasets import wordle_split
-
-    return wordle_split(train=train, val=val, seed=seed)
-
-
-#: env id -> ``fn(train_size, val_size, seed) -> (train, val)`` for envs with a built-in split.
-GENERATED_SPLITS: dict[str, Callable[[int, int, int], tuple[list[dict], list[dict]]]] = {
-    "mtrl/Wordle-v0": _wordle_split,
-    "mtrl/Wordle-Hard-v0": _wordle_split,
-}
+__all__ = ["TaskStream", "load_task_splits"]
 
 
 def load_task_splits(env: str, train_tasks: str | None, val_tasks: str | None, *, train_size: int,
@@ -41,17 +28,23 @@ def load_task_splits(env: str, train_tasks: str | None, val_tasks: str | None, *
     """``(train, val)`` task lists for a run.
 
     A path reads that task file (:func:`mtrl_gym.datasets.read_tasks`); ``None`` takes the
-    env's generated split (:data:`GENERATED_SPLITS`), and for an env without one returns
+    env's named ``train`` / ``val`` split (:func:`mtrl_gym.envs.profile_of`: ``train_size``
+    and ``val_size`` rows, ``split_seed``), and for an env without such a split returns
     ``None``: the env then draws a task from each reset seed.
     """
     from mtrl_gym.datasets import read_tasks
+    from mtrl_gym.envs.profile import profile_of
 
-    generated = GENERATED_SPLITS.get(env.removeprefix("mtrl_gym:"))
-    split = generated(train_size, val_size, split_seed) if generated and (train_tasks is None or val_tasks is None) \
-        else (None, None)
-    train = read_tasks(train_tasks, required=()) if train_tasks is not None else split[0]
-    val = read_tasks(val_tasks, required=()) if val_tasks is not None else split[1]
-    return train, val
+    profile = profile_of(env) if train_tasks is None or val_tasks is None else None
+
+    def split(name: str, given: str | None, size: int) -> list[dict] | None:
+        if given is not None:
+            return read_tasks(given, required=())
+        if name not in profile.splits:
+            return None
+        return profile.tasks(name, size, split_seed) if size > 0 else []
+
+    return split("train", train_tasks, train_size), split("val", val_tasks, val_size)
 
 
 class TaskStream:

@@ -16,6 +16,7 @@ from typing import Any
 import gymnasium
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.samplers.factory import make_sampler
 
 __all__ = ["load_model", "make_sampler", "resolve_wrapper", "build_wrappers", "rollout_config",
            "make_rollout_engine"]
@@ -26,35 +27,6 @@ def load_model(config: Any) -> tuple[Any, Any]:
     from mtrl_gym import models
 
     return models.load(config.model, dtype=config.model_dtype, device=config.device)
-
-
-def make_sampler(name: str, policy: Any, tokenizer: Any, *, model_name: str | None = None,
-                 kwargs: Mapping[str, Any] | None = None, seed: int = 0) -> Any:
-    """The sampler called ``name`` (``hf``, ``vllm`` or ``openai``).
-
-    ``hf`` samples with the trainer's own ``policy`` object (no weight copies); ``vllm``
-    starts an in-process engine on ``model_name`` and receives the policy after each step;
-    ``openai`` talks to ``kwargs["base_url"]``.
-    """
-    kwargs = dict(kwargs or {})
-    if name == "hf":
-        from mtrl_gym.trainers.samplers.hf import HFSampler
-
-        kwargs.setdefault("seed", seed)
-        return HFSampler(policy, tokenizer, **kwargs)
-    if name == "vllm":
-        from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
-
-        kwargs.setdefault("seed", seed)
-        return VLLMSampler(model_name, VLLMConfig(**kwargs))
-    if name == "openai":
-        from mtrl_gym.trainers.samplers.openai import OpenAISampler
-
-        if "base_url" not in kwargs:
-            raise ConfigError("sampler 'openai' needs `sampler_kwargs.base_url`, e.g. "
-                              "--sampler-kwargs '{\"base_url\": \"http://127.0.0.1:8000\"}'")
-        return OpenAISampler(kwargs.pop("base_url"), **kwargs)
-    raise ConfigError(f"unknown sampler {name!r}; use 'hf', 'vllm' or 'openai'")
 
 
 def resolve_wrapper(name: str) -> type:
@@ -85,10 +57,10 @@ def build_wrappers(specs: Sequence[Mapping[str, Any]]) -> list[Callable[[gymnasi
 
 
 def rollout_config(config: Any, *, validation: bool = False) -> Any:
-    """The :class:`~mtrl_gym.trainers.rollout.RolloutConfig` of training (or validation) rollouts."""
+    """The :class:`~mtrl_gym.rollout.engine.RolloutConfig` of training (or validation) rollouts."""
     from mtrl_gym.trainers.grpo.config import unfinished_reward_value
-    from mtrl_gym.trainers.rollout import RolloutConfig
-    from mtrl_gym.trainers.samplers.base import SamplingParams
+    from mtrl_gym.rollout.engine import RolloutConfig
+    from mtrl_gym.rollout.samplers.base import SamplingParams
 
     sampling = SamplingParams(temperature=config.val_temperature if validation else config.temperature,
                               top_p=1.0 if validation else config.top_p, top_k=0 if validation else config.top_k,
@@ -104,11 +76,11 @@ def rollout_config(config: Any, *, validation: bool = False) -> Any:
 
 def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation: bool = False,
                         env: str | Callable[[], gymnasium.Env] | None = None) -> Any:
-    """A :class:`~mtrl_gym.trainers.rollout.RolloutEngine` with the config's env and wrappers.
+    """A :class:`~mtrl_gym.rollout.engine.RolloutEngine` with the config's env and wrappers.
 
     ``env`` (an id or a factory returning a new env) replaces ``config.env``.
     """
-    from mtrl_gym.trainers.rollout import RolloutEngine
+    from mtrl_gym.rollout.engine import RolloutEngine
 
     specs = config.val_env_wrappers if validation else config.env_wrappers
     return RolloutEngine(env if env is not None else config.env, sampler, tokenizer,

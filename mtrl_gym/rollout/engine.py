@@ -7,13 +7,13 @@ episodes of any mtrl_gym environment at once, turn by turn:
    ``options={"task": tasks[g]}`` (no options when the row is ``None``), so every episode of
    a group plays the same task. The first prompt is the chat template's rendering of
    ``info["system_prompt"]``, ``info["tools"]`` and the first observation
-   (:class:`~mtrl_gym.trainers.chat.ChatRenderer`).
+   (:class:`~mtrl_gym.rollout.template.ChatRenderer`).
 2. **Sample.** One sampler call for all live episodes; each request names its episode
    (``session_id``) so samplers can reuse the KV cache of earlier turns. The sampled
    tokens are appended exactly as sampled, with ``loss_mask = 1`` and their log-probs.
 3. **Step.** The decoded assistant text goes to ``env.step``. The reply (``tool`` messages
    from ``info["tool_results"]`` and/or a user message, see
-   :func:`~mtrl_gym.trainers.chat.env_reply_messages`) is rendered through the chat
+   :func:`~mtrl_gym.rollout.template.env_reply_messages`) is rendered through the chat
    template and appended with ``loss_mask = 0``; every turn's reward is kept.
 4. **Stop** on ``terminated``/``truncated``, ``max_turns``, the per-episode token budget,
    the model's context length, or the wall-clock budget; else append the generation
@@ -23,16 +23,16 @@ Nothing stops a run: a sampler error, an exception in the env, or an episode ove
 time budget yields a trajectory with ``failed=True``, the error text in
 ``failure_reason`` and the env's minimum reward (``reward_range[0]``; Wordle: -1.5).
 
->>> from mtrl_gym.trainers.rollout import RolloutConfig
+>>> from mtrl_gym.rollout.engine import RolloutConfig
 >>> RolloutConfig(group_size=4, max_turns=6).group_size
 4
 
 Typical use (see ``mtrl-gym rollout`` for a command line)::
 
     from mtrl_gym import models
-    from mtrl_gym.trainers.rollout import collect, aggregate_metrics
-    from mtrl_gym.trainers.samplers import SamplingParams
-    from mtrl_gym.trainers.samplers.hf import HFSampler
+    from mtrl_gym.rollout.engine import collect, aggregate_metrics
+    from mtrl_gym.rollout.samplers import SamplingParams
+    from mtrl_gym.rollout.samplers.hf import HFSampler
 
     model, tok = models.load("smollm2-135m")
     trajs = collect("mtrl/Wordle-v0", [{"answer": "paste", "id": "t0"}], HFSampler(model, tok), tok,
@@ -55,10 +55,10 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.trainers.chat import REPLY_MODES, ChatRenderer, env_reply_messages
-from mtrl_gym.trainers.rollout_metrics import STOP_REASONS, aggregate_metrics, episode_metrics
-from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
-from mtrl_gym.trainers.trajectory import Trajectory, json_safe
+from mtrl_gym.rollout.template import REPLY_MODES, ChatRenderer, env_reply_messages
+from mtrl_gym.rollout.metrics import STOP_REASONS, aggregate_metrics, episode_metrics
+from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
+from mtrl_gym.rollout.trajectory import Trajectory, json_safe
 
 __all__ = ["RolloutConfig", "RolloutEngine", "collect", "aggregate_metrics", "STOP_REASONS", "UNFINISHED_STOPS"]
 
@@ -89,7 +89,7 @@ class RolloutConfig:
     from ``(seed, i)``; ``None`` draws fresh randomness each call."""
     reply_mode: str = "auto"
     """How an env reply becomes messages: ``"auto"``, ``"tool"`` or ``"user"``
-    (:func:`mtrl_gym.trainers.chat.env_reply_messages`)."""
+    (:func:`mtrl_gym.rollout.template.env_reply_messages`)."""
     failure_reward: float | None = None
     """Reward of a failed episode; ``None`` reads the env's ``reward_range[0]``."""
     unfinished_reward: float | str = "min"
@@ -169,7 +169,7 @@ class RolloutEngine:
 
     Args:
         env: a registered env id (``"mtrl/Wordle-v0"``) or a callable returning a new env.
-        sampler: any :class:`~mtrl_gym.trainers.samplers.base.Sampler`.
+        sampler: any :class:`~mtrl_gym.rollout.samplers.base.Sampler`.
         tokenizer: the sampled model's tokenizer (chat template, decoding).
         config: a :class:`RolloutConfig`; keyword arguments override its fields.
         wrappers: callables ``env -> env`` applied, in order, to every env made.

@@ -11,7 +11,7 @@ layer); the request asks for::
 Token ids are read from ``choices[i].token_ids`` when present, else from the
 ``"token_id:N"`` strings of ``logprobs.tokens``. Log-probs are whatever the server reports
 (vLLM: ``--logprobs-mode``, raw log-probs of the model by default; they match
-:mod:`mtrl_gym.trainers.samplers.base`'s convention at temperature 1).
+:mod:`mtrl_gym.rollout.samplers.base`'s convention at temperature 1).
 
 Only the standard library is used. Requests run in a thread pool bounded by
 ``max_concurrency``; each has a timeout, and connection errors, timeouts, HTTP 408/409/429
@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from mtrl_gym.error import ConfigError, SamplerError
-from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler
+from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler
 
 __all__ = ["OpenAISampler", "RETRY_STATUS"]
 

@@ -111,18 +111,9 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
     raises :class:`mtrl_gym.error.DatasetError` naming the file and line.
     """
     from mtrl_gym.error import DatasetError
+    from mtrl_gym.jsonl import iter_jsonl
 
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            if i == len(lines) and not line.endswith("\n"):
-                return  # interrupted write of the last record
-            raise DatasetError(f"invalid JSON ({e.msg})", path=str(path), line=i) from None
+    for i, d in iter_jsonl(path):
         try:
             yield Trajectory.from_dict(d)
         except TypeError as e:

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mtrl_gym.trainers.trajectory import Trajectory
+from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["episode_metrics", "aggregate_metrics", "STOP_REASONS"]
 

@@ -3,7 +3,7 @@
 :class:`HFSampler` samples every request of a call in one batch (left padding, explicit
 position ids), token by token, with its own decoding loop: per-request temperature,
 top-k, top-p, seed, stop strings and stop tokens, and the log-probability of every sampled
-token (see :mod:`mtrl_gym.trainers.samplers.base` for the conventions).
+token (see :mod:`mtrl_gym.rollout.samplers.base` for the conventions).
 
 KV reuse. A multi-turn episode's next prompt is its previous prompt, the sampled turn and
 the environment reply. When a request carries a ``session_id``, the sampler keeps that
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
-from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
+from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
 
 __all__ = ["HFSampler", "filter_logits", "sample_next"]
 

@@ -1,0 +1,150 @@
+"""How an environment describes itself to the rest of mtrl_gym: one hook, :class:`EnvProfile`.
+
+Trainers, evaluation and the command line need a few facts that only an environment
+knows: how its named task splits are made, which splits are for evaluation only, which
+reference policies can play it, when an episode counts as a success, and how much
+shaping its outcome tiers can take. Instead of branching on env families, they ask the
+env class through one classmethod::
+
+    class MyEnv(gymnasium.Env):
+        @classmethod
+        def profile(cls) -> EnvProfile:
+            return EnvProfile(splits={"train": make_train, "val": make_val},
+                              reference_policies={"solver": MySolver})
+
+and read it with :func:`profile_of` (an env, a wrapped env, an env class, or a registered
+id). An env without the hook gets the default profile: no named splits, no reference
+policies of its own (``random`` still works: evaluation has a generic random tool caller),
+its ``success_threshold`` attribute if it has one, no tier limits.
+
+A *split function* is ``fn(n: int | None, seed: int | None, **options) -> list[dict]``:
+``n`` rows (``None``: the split's natural size), reproducible for the same arguments in
+any process, and disjoint from every other split of the env; ``options`` are env-specific
+knobs (SOP: ``difficulty``), and a split function that takes none rejects them. A *policy factory* is
+``factory(env) -> policy``, where a policy is a :class:`TextPolicy`.
+
+>>> import mtrl_gym
+>>> p = profile_of("mtrl/Wordle-v0")
+>>> p.split_names, sorted(p.reference_policies), p.eval_splits
+(('train', 'val', 'all'), ['random', 'solver'], frozenset({'val'}))
+>>> len(p.tasks("val")), p.tasks("train", 2)[0]["id"]
+(128, 'wordle_train_0000')
+>>> profile_of("mtrl/Sandbox-Weather-v0").split_names
+()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium
+
+from mtrl_gym.error import ConfigError
+
+__all__ = ["EnvProfile", "TextPolicy", "profile_of", "SplitFn", "PolicyFactory"]
+
+#: ``fn(n, seed, **options) -> task rows`` of one named split.
+SplitFn = Callable[..., list[dict[str, Any]]]
+
+
+@runtime_checkable
+class TextPolicy(Protocol):
+    """A policy that plays an env with text: ``reset`` after every ``env.reset``, then one call per turn."""
+
+    def reset(self, info: Mapping[str, Any], rng: Any, **episode: Any) -> None:
+        """Start an episode: the reset ``info``, a generator seeded per episode, and
+        ``seed=`` / ``task=`` (the episode's reset seed and task row)."""
+
+    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
+        """The next action (raw assistant text) for the latest observation and info."""
+
+
+#: ``factory(env) -> TextPolicy``.
+PolicyFactory = Callable[[gymnasium.Env], TextPolicy]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvProfile:
+    """What an env tells trainers, evaluation and the CLI about itself (see the module docstring)."""
+
+    splits: Mapping[str, SplitFn] = dataclasses.field(default_factory=dict)
+    """Named task splits, each a split function ``fn(n, seed) -> rows``."""
+    eval_splits: frozenset[str] = frozenset({"val"})
+    """Splits held out for evaluation: demonstrations and training refuse them."""
+    reference_policies: Mapping[str, PolicyFactory] = dataclasses.field(default_factory=dict)
+    """Policies that play the env by name (``solver``, ``teacher``, ``random``, ...)."""
+    success_threshold: float | None = None
+    """An episode succeeds when its outcome reward is at least this (``None``: the env says in ``info``)."""
+    shaping_limits: tuple[float, float] | None = None
+    """Largest ``(success_weight, failure_weight)`` of bounded shaping that keeps the outcome tiers apart."""
+
+    @property
+    def split_names(self) -> tuple[str, ...]:
+        """The named splits, in declaration order."""
+        return tuple(self.splits)
+
+    def tasks(self, split: str, n: int | None = None, seed: int | None = None,
+              **options: Any) -> list[dict[str, Any]]:
+        """``n`` task rows of the named ``split`` (its natural size when ``n`` is ``None``)."""
+        if split not in self.splits:
+            known = ", ".join(map(repr, self.splits)) or "none"
+            raise ConfigError(f"unknown split {split!r}; this env's named splits: {known} "
+                              "(or give a task file)")
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigError(f"the number of tasks must be an int >= 1, got {n!r}")
+        return self.splits[split](n, seed, **options)
+
+    def training_tasks(self, split: str, n: int | None = None, seed: int | None = None,
+                       **options: Any) -> list[dict[str, Any]]:
+        """Like :meth:`tasks`, but an evaluation split is refused (demonstrations, training data)."""
+        if split in self.eval_splits:
+            others = [s for s in self.splits if s not in self.eval_splits]
+            raise ConfigError(f"split {split!r} is held out for evaluation and cannot be used for training or "
+                              f"demonstrations; use {' or '.join(map(repr, others)) or 'a task file'}")
+        return self.tasks(split, n, seed, **options)
+
+    def policy(self, name: str, env: gymnasium.Env) -> TextPolicy:
+        """The reference policy ``name`` for ``env``."""
+        try:
+            factory = self.reference_policies[name]
+        except KeyError:
+            known = ", ".join(map(repr, self.reference_policies)) or "none"
+            raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; "
+                              f"it has: {known}") from None
+        return factory(env)
+
+
+def _env_class(target: Any) -> type | None:
+    if isinstance(target, str):
+        from mtrl_gym import registry
+
+        spec = registry.spec(target) if target.removeprefix("mtrl_gym:").startswith(registry.NAMESPACE + "/") \
+            else gymnasium.spec(target)
+        entry = spec.entry_point
+        if isinstance(entry, str):
+            from gymnasium.envs.registration import load_env_creator
+
+            entry = load_env_creator(entry)
+        return entry if isinstance(entry, type) else None
+    if isinstance(target, gymnasium.Env):
+        return type(target.unwrapped)
+    return target if isinstance(target, type) else None
+
+
+def profile_of(target: Any) -> EnvProfile:
+    """The :class:`EnvProfile` of an env, wrapped env, env class or registered env id.
+
+    Classes define it with a ``profile()`` classmethod; any other env gets the default
+    profile (with its ``success_threshold`` attribute, if any).
+    """
+    cls = _env_class(target)
+    hook = getattr(cls, "profile", None) if cls is not None else None
+    if callable(hook):
+        profile = hook()
+        if not isinstance(profile, EnvProfile):
+            raise ConfigError(f"{cls.__name__}.profile() must return an EnvProfile, got {type(profile).__name__}")
+        return profile
+    threshold = getattr(cls, "success_threshold", None)
+    return EnvProfile(success_threshold=float(threshold) if isinstance(threshold, (int, float)) else None)

@@ -1,0 +1,137 @@
+"""What the Wordle envs tell the rest of mtrl_gym (their :class:`~mtrl_gym.envs.profile.EnvProfile`).
+
+* **Splits.** The 1,923 answers, sorted and shuffled with ``random.Random(seed)`` (seed 42 by
+  default): the first 640 are ``train`` (ids ``wordle_train_NNNN``), the next 128 ``val``
+  (``wordle_val_NNNN``), and ``all`` is every answer in list order. With the defaults this
+  reproduces the managed service's ``training-data.jsonl`` and ``validation-data.jsonl``
+  (Amazon SageMaker AI multi-turn RL's public Wordle sample) exactly. ``val`` is held out:
+  demonstrations and training refuse it.
+* **Reference policies.** ``solver`` (the entropy solver, hard-mode aware) and ``random``
+  (a uniformly random allowed word each turn, as a tool call).
+* **Tiers.** A solve (1.05-1.55) always beats a loss (-0.5), which beats an episode without
+  a valid guess (-1.5); :data:`MAX_SUCCESS_WEIGHT` and :data:`MAX_FAILURE_WEIGHT` are the
+  largest shaping weights that keep them apart.
+
+>>> train, val = wordle_split()
+>>> len(train), len(val), train[0]["answer"], val[0]["id"]
+(640, 128, 'riser', 'wordle_val_0000')
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from mtrl_gym.envs.profile import EnvProfile
+from mtrl_gym.envs.wordle.game import allowed_guesses, answers
+from mtrl_gym.error import ConfigError
+
+__all__ = ["wordle_split", "wordle_profile", "SolverPolicyAdapter", "RandomWordPolicy", "TASK_PROMPT",
+           "TRAIN_SIZE", "VAL_SIZE", "SPLIT_SEED", "MAX_SUCCESS_WEIGHT", "MAX_FAILURE_WEIGHT"]
+
+#: The ``prompt`` field of a Wordle task row (the service's files).
+TASK_PROMPT = "Guess the 5-letter word"
+#: Sizes and seed of the service's split.
+TRAIN_SIZE, VAL_SIZE, SPLIT_SEED = 640, 128, 42
+
+#: Largest success weight of bounded shaping: adjacent solves differ by 0.1, so 2 * 0.04 < 0.1 keeps a
+#: solve in n guesses above any solve in n + 1, and the worst solve stays >= 1.05 - 0.04 = 1.01.
+MAX_SUCCESS_WEIGHT = 0.04
+#: Largest failure weight: a loss (-0.5) stays in [-0.65, -0.35], far above an episode without a
+#: valid guess (-1.5, whose shaping is never positive).
+MAX_FAILURE_WEIGHT = 0.15
+
+
+def wordle_split(train: int = TRAIN_SIZE, val: int = VAL_SIZE, seed: int = SPLIT_SEED) -> tuple[list[dict], list[dict]]:
+    """Disjoint, reproducible train/validation Wordle tasks.
+
+    The sorted answers are shuffled with ``random.Random(seed)``; the first ``train`` are
+    the training tasks, the next ``val`` the validation tasks. The defaults reproduce the
+    managed service's files.
+    """
+    words = sorted(answers())
+    if train < 0 or val < 0 or train + val > len(words):
+        raise ConfigError(f"`train` + `val` must be between 0 and {len(words)} answers, got {train} + {val}")
+    random.Random(seed).shuffle(words)
+
+    def rows(chunk, split):
+        return [{"prompt": TASK_PROMPT, "answer": w, "id": f"wordle_{split}_{i:04d}"} for i, w in enumerate(chunk)]
+
+    return rows(words[:train], "train"), rows(words[train:train + val], "val")
+
+
+def _split_fn(which: str):
+    def make(n: int | None, seed: int | None, **options: Any) -> list[dict]:
+        _no_options(options)
+        seed = SPLIT_SEED if seed is None else seed
+        if which == "train":
+            if n is not None and n > TRAIN_SIZE:
+                raise ConfigError(f"the Wordle train split has {TRAIN_SIZE} answers (the rest are held out), "
+                                  f"got n={n}")
+            return wordle_split(train=TRAIN_SIZE if n is None else n, val=0, seed=seed)[0]
+        if n is not None and n > VAL_SIZE:
+            raise ConfigError(f"the Wordle val split has {VAL_SIZE} answers, got n={n}")
+        return wordle_split(train=TRAIN_SIZE, val=VAL_SIZE if n is None else n, seed=seed)[1]
+    return make
+
+
+def _no_options(options: Mapping[str, Any]) -> None:
+    if options:
+        raise ConfigError(f"Wordle task splits take no options, got {sorted(options)}")
+
+
+def _all_split(n: int | None, seed: int | None, **options: Any) -> list[dict]:
+    _no_options(options)
+    rows = [{"prompt": TASK_PROMPT, "answer": a, "id": f"wordle_all_{i:04d}"} for i, a in enumerate(answers())]
+    return rows[:n] if n else rows
+
+
+def _tool_call(word: str) -> str:
+    return "<tool_call>" + json.dumps({"name": "guess_word", "arguments": {"guess": word}}) + "</tool_call>"
+
+
+class SolverPolicyAdapter:
+    """The entropy solver (hard-mode aware) as a text policy."""
+
+    def __init__(self, hard_mode: bool = False):
+        from mtrl_gym.envs.wordle.solver import SolverPolicy, WordleSolver
+
+        self._policy = SolverPolicy(WordleSolver(hard_mode=hard_mode))
+
+    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
+        self._policy.reset()
+
+    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
+        return self._policy(observation, dict(info))
+
+
+class RandomWordPolicy:
+    """A uniformly random allowed word each turn, as a ``guess_word`` tool call."""
+
+    def __init__(self) -> None:
+        self._words = allowed_guesses()
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
+        self._rng = rng
+
+    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
+        return _tool_call(self._words[int(self._rng.integers(len(self._words)))])
+
+
+def wordle_profile(success_threshold: float) -> EnvProfile:
+    """The profile of :class:`~mtrl_gym.envs.wordle.env.WordleEnv` (both modes)."""
+    return EnvProfile(
+        splits={"train": _split_fn("train"), "val": _split_fn("val"), "all": _all_split},
+        eval_splits=frozenset({"val"}),
+        reference_policies={
+            "solver": lambda env: SolverPolicyAdapter(hard_mode=bool(getattr(env.unwrapped, "hard_mode", False))),
+            "random": lambda env: RandomWordPolicy(),
+        },
+        success_threshold=success_threshold,
+        shaping_limits=(MAX_SUCCESS_WEIGHT, MAX_FAILURE_WEIGHT),
+    )
