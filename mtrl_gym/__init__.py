@@ -12,14 +12,18 @@ from typing import Any
 
 from mtrl_gym import registry
 from mtrl_gym.error import DependencyNotInstalled, Error
+from mtrl_gym.envs.profile import profile_of
 from mtrl_gym.registry import list_envs, make
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "registry", "list_envs", "make", "Error", "DependencyNotInstalled",
-           "parsing", "datasets", "envs", "wrappers", "trainers", "models", "eval"]
+# ``eval`` (mtrl_gym.eval) is reachable as an attribute but kept out of ``__all__``:
+# ``from mtrl_gym import *`` must not shadow the builtin ``eval``.
+__all__ = ["__version__", "registry", "list_envs", "make", "profile_of", "Error", "DependencyNotInstalled",
+           "parsing", "datasets", "envs", "wrappers", "rollout", "trainers", "models"]
 
-_LAZY_SUBMODULES = {"parsing", "datasets", "envs", "wrappers", "trainers", "models", "eval", "cli"}
+_LAZY_SUBMODULES = {"parsing", "datasets", "envs", "wrappers", "rollout", "trainers", "models", "eval", "cli",
+                    "stats", "jsonl"}
 
 
 def __getattr__(name: str) -> Any:

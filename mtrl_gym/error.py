@@ -4,7 +4,7 @@ Every exception the library raises on purpose derives from :class:`Error`, so ca
 catch one type. Messages name the bad value and say how to fix it.
 
 Bad *model text* is never an exception: environments turn it into an observation and an
-``info`` flag (see DESIGN.md). These exceptions are for programming and configuration
+``info`` flag (see docs/architecture.md). These exceptions are for programming and configuration
 errors: an unknown env id, a broken task file, a missing optional dependency.
 """
 

@@ -38,7 +38,6 @@ from mtrl_gym.evaluation.policies import RandomToolPolicy, make_policy
 from mtrl_gym.evaluation.report import render_trajectory, text_table, write_report
 from mtrl_gym.evaluation.runner import EvalResult, default_out_dir, evaluate
 from mtrl_gym.evaluation.scoring import OutcomeRecorder
-from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.evaluation.specs import POLICIES, EvalConfig, RunSpec, parse_run, resolve_system_prompt
 from mtrl_gym.stats import Interval, bootstrap_ci, default_ks, paired_bootstrap_ci, pass_at_k
 from mtrl_gym.evaluation.store import read_records

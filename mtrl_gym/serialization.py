@@ -1,7 +1,7 @@
 """Plain-JSON conversion shared by environments, wrappers, trainers and evaluation.
 
 Kept apart from any trainer module so that environments and wrappers can use it without
-depending on ``mtrl_gym.trainers`` (DESIGN.md: dependencies point one way).
+depending on ``mtrl_gym.trainers`` (docs/architecture.md: dependencies point one way).
 
 >>> import numpy as np
 >>> json_safe({"a": np.int64(3), "b": (1.5, float("nan")), 2: {"x"}})

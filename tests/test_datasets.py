@@ -9,7 +9,7 @@ from mtrl_gym.datasets import decode_task, encode_task, read_tasks, write_tasks
 from mtrl_gym.envs.wordle.profile import wordle_split
 from mtrl_gym.error import DatasetError, InvalidTask
 
-# SHA-256 of the managed service's files (shared/data/wordle/SOURCE.txt).
+# SHA-256 of the Amazon SageMaker AI multi-turn RL Wordle sample's training-data.jsonl and validation-data.jsonl.
 TRAIN_SHA = "9e66ef0f76847e82b14cb715d71224b895f565abf47369b5e52f036455dd0d18"
 VAL_SHA = "2503ae551e3c75448645296a319dc35b70f502c3b0e3a9d86a13f21e792bcea0"
 

@@ -5,7 +5,7 @@ import sys
 
 import gymnasium
 import pytest
-from gymnasium.utils.env_checker import check_env
+from env_checks import strict_check_env
 
 import mtrl_gym
 from mtrl_gym.error import UnknownEnv
@@ -21,7 +21,7 @@ def test_list_envs_has_wordle_ids():
 @pytest.mark.parametrize("env_id", list_envs())
 def test_check_env_passes_for_every_registered_id(env_id):
     env = gymnasium.make(env_id)
-    check_env(env.unwrapped, skip_render_check=True)
+    strict_check_env(env.unwrapped)
     env.close()
 
 

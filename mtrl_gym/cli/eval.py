@@ -41,8 +41,9 @@ def register(sub) -> None:
     what.add_argument("--runs", nargs="+", default=None, metavar="SPEC",
                       help="runs as LABEL[:TEMPERATURE[:TOP_P]], e.g. base:1.0 trained:1.0 trained:0.0 "
                            "(default: every given source at --temperature)")
-    what.add_argument("--policy", action="append", default=[], choices=["solver", "random"],
-                      help="add a reference-policy row (repeatable)")
+    what.add_argument("--policy", action="append", default=[], metavar="NAME",
+                      help="add a reference-policy row (repeatable): one of the env's policies "
+                           "(Wordle: solver, random; SOP: solver) or random for any env")
     tasks = p.add_argument_group("tasks")
     tasks.add_argument("--tasks", default=None, help="task file (JSONL/JSON/CSV/Parquet)")
     tasks.add_argument("--split", default=None, help="named split: train, val (Wordle, SOP domains), all "

@@ -7,7 +7,7 @@ bytes. The rows come from the env's profile (:func:`mtrl_gym.envs.profile_of`), 
 splits are disjoint: SOP splits draw world seeds from disjoint ranges, so a train file and
 a val file never share a world whatever their ``--seed``; Wordle's train split is the first
 640 shuffled answers and val the 128 after them (``--seed`` defaults to the env's own split
-seed: 42 for Wordle, which reproduces the managed service's files).
+seed: 42 for Wordle, which reproduces the files of the Amazon SageMaker AI multi-turn RL Wordle sample).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("env_id", metavar="ENV_ID", help="e.g. mtrl/SOP-DangerousGoods-v0 or mtrl/Wordle-v0")
     p.add_argument("--n", type=int, default=640, help="number of tasks (default: 640)")
     p.add_argument("--seed", type=int, default=None,
-                   help="seed of the task draw (default: the env's own; for Wordle 42, the managed service's split)")
+                   help="seed of the task draw (default: the env's own; for Wordle 42, the split of the SageMaker AI Wordle sample)")
     p.add_argument("--split", default="train",
                    help="a named split of the env: train or val (Wordle also all); splits never share a task "
                         "(default: train)")

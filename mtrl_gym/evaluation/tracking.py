@@ -15,7 +15,6 @@ directory. Eval runs go to the experiment ``mtrl-gym-eval`` by default and carry
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from pathlib import Path

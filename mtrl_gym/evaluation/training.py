@@ -25,7 +25,6 @@ more than ``min_drop``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence

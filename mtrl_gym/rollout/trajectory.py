@@ -1,6 +1,6 @@
 """The token-level record of one episode, shared by the rollout engine, trainer and eval.
 
-A trajectory is token-in/token-out (DESIGN.md): ``token_ids`` is the whole episode as the
+A trajectory is token-in/token-out (docs/architecture.md): ``token_ids`` is the whole episode as the
 model saw it — first prompt, then each sampled assistant turn exactly as sampled, then each
 environment reply rendered through the chat template. ``loss_mask[i] == 1`` exactly for
 sampled tokens; ``logprobs[i]`` is the sampling log-probability there and 0.0 elsewhere.

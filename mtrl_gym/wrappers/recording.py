@@ -15,7 +15,7 @@ reproducible from its first seed, per vector env index.
 
 :func:`replay_episode` rebuilds the env from the record (or takes one), replays the
 actions and raises :class:`~mtrl_gym.error.ReplayMismatch` at the first difference.
-Run it on your own envs to check the determinism contract of DESIGN.md.
+Run it on your own envs to check the determinism contract of docs/architecture.md.
 
 >>> import gymnasium, mtrl_gym, tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "episodes.jsonl")

@@ -12,7 +12,7 @@ from pathlib import Path
 import gymnasium
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
+from env_checks import strict_check_env
 
 import mtrl_gym  # noqa: F401 - registers the ids
 from mtrl_gym.envs.sandbox import ToolSandboxEnv
@@ -43,7 +43,7 @@ def test_registered_sandbox_ids():
 @pytest.mark.parametrize("env_id", SANDBOX_IDS)
 def test_check_env(env_id):
     env = gymnasium.make(env_id)
-    check_env(env.unwrapped, skip_render_check=True)
+    strict_check_env(env.unwrapped)
     env.close()
 
 

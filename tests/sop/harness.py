@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
-from gymnasium.utils.env_checker import check_env
 from hypothesis import strategies as st
 
 import mtrl_gym  # noqa: F401 - registers the ids
@@ -329,8 +328,10 @@ class SOPHarness:
     # ------------------------------------------------------------------ contract
 
     def check_env(self) -> None:
+        from env_checks import strict_check_env  # tests/ is on pytest's path (not the worker process's)
+
         env = gymnasium.make(self.env_id)
-        check_env(env.unwrapped, skip_render_check=True)
+        strict_check_env(env.unwrapped)
         env.close()
 
     def check_contract(self, *, min_tools: int = 4, max_tools: int = 10) -> None:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mtrl_gym.envs.sop import grading
 from mtrl_gym.envs.sop.grading import Field, GradeResult, check_expected, grade, normalize_enum
 from mtrl_gym.error import ConfigError, InvalidTask
 
@@ -28,10 +26,6 @@ EXPECTED = {"hazard_class": "Class D", "total_score": 7, "ratio": 0.25, "urgent"
 
 def with_(**changes):
     return {**EXPECTED, **changes}
-
-
-def test_docstring_examples_run():
-    assert doctest.testmod(grading).failed == 0
 
 
 def test_the_expected_answer_is_exact():

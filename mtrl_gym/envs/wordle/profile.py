@@ -3,8 +3,8 @@
 * **Splits.** The 1,923 answers, sorted and shuffled with ``random.Random(seed)`` (seed 42 by
   default): the first 640 are ``train`` (ids ``wordle_train_NNNN``), the next 128 ``val``
   (``wordle_val_NNNN``), and ``all`` is every answer in list order. With the defaults this
-  reproduces the managed service's ``training-data.jsonl`` and ``validation-data.jsonl``
-  (Amazon SageMaker AI multi-turn RL's public Wordle sample) exactly. ``val`` is held out:
+  reproduces the ``training-data.jsonl`` and ``validation-data.jsonl`` of the Amazon SageMaker AI
+  multi-turn RL service's public Wordle sample exactly. ``val`` is held out:
   demonstrations and training refuse it.
 * **Reference policies.** ``solver`` (the entropy solver, hard-mode aware) and ``random``
   (a uniformly random allowed word each turn, as a tool call).
@@ -51,7 +51,7 @@ def wordle_split(train: int = TRAIN_SIZE, val: int = VAL_SIZE, seed: int = SPLIT
 
     The sorted answers are shuffled with ``random.Random(seed)``; the first ``train`` are
     the training tasks, the next ``val`` the validation tasks. The defaults reproduce the
-    managed service's files.
+    files of the Amazon SageMaker AI multi-turn RL Wordle sample.
     """
     words = sorted(answers())
     if train < 0 or val < 0 or train + val > len(words):

@@ -8,7 +8,7 @@ signal (all rewards equal), which the trainer logs. Estimators are selected by n
 Layout. A batch holds ``num_groups * group_size`` rollouts and the rollouts of one group
 (one task) are **contiguous**: rows ``g * group_size ... (g + 1) * group_size - 1`` form
 group ``g``. Every group is full: a failed rollout still has a trajectory and a reward
-(DESIGN.md), so there is no ragged case.
+(docs/architecture.md), so there is no ragged case.
 
 Conventions shared by all estimators.
 

@@ -162,7 +162,9 @@ class MicroBatch:
 
     def to(self, device: torch.device | str) -> MicroBatch:
         """Move the model inputs to ``device`` (per-target values move when used)."""
-        move = (lambda t: t.to(device, non_blocking=True) if t is not None else None)
+        def move(t):
+            return t.to(device, non_blocking=True) if t is not None else None
+
         return MicroBatch(move(self.input_ids), move(self.position_ids), move(self.attention_mask),
                           move(self.keep), self.sequences, move(self.prefix_ids))
 

@@ -54,7 +54,7 @@ AUTOCAST_DTYPES = ("auto", "bfloat16", "float16")
 
 @dataclass
 class GRPOConfig:
-    """Everything a GRPO run needs. Defaults follow the managed service (128 tasks x 8
+    """Everything a GRPO run needs. Defaults follow the Amazon SageMaker AI multi-turn RL service (128 tasks x 8
     rollouts, LoRA rank 32, alpha 64, learning rate 4e-5); the ``cpu`` preset is small."""
 
     # ------------------------------------------------------------------ run

@@ -8,7 +8,7 @@ the tasks the uninterrupted run would have drawn.
 
 >>> stream = TaskStream([{"id": str(i)} for i in range(5)], batch_size=2, seed=0)
 >>> [t["id"] for t in stream.next_batch()], stream.state_dict()
-(['1', '4'], {'epoch': 0, 'position': 2})
+(['2', '4'], {'epoch': 0, 'position': 2})
 """
 
 from __future__ import annotations

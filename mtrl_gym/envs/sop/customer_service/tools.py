@@ -93,7 +93,7 @@ def check_outages(ctx: ToolContext, postcode: str) -> dict[str, Any]:
     region = words[0].upper().rstrip("0123456789") if words else ""
     if not region.isalpha() or not region.isascii():
         raise ToolError(f"{postcode!r} is not a postcode; postcodes look like 'KS4 7QT'")
-    incidents = [i for i in ctx.state["incidents"] 
+    incidents = [i for i in ctx.state["incidents"]
                  if str(i["areas"][0]).upper().rstrip("0123456789") == region]
     return {"postcode": postcode, "region": region, "incidents": incidents}
 
