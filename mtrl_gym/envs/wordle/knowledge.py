@@ -31,6 +31,19 @@ _FEEDBACK_FORMATS = tuple(
     ", ".join("%s" + _TILE[(code // 3 ** i) % 3] for i in range(WORD_LENGTH)) for code in range(3 ** WORD_LENGTH))
 
 
+def _yellow_entry(ch: str, m: int, exact: bool, where: tuple[int, ...]) -> str:
+    """One letter's entry on the yellow line: ``R (not at 2)``, ``E (exactly 2; not at 1, 4)``."""
+    desc = f"exactly {m}" if exact else f"at least {m}" if m > 1 else ""
+    if where:
+        desc = (desc + "; not at " if desc else "not at ") + ", ".join([_POSITION[p] for p in where])
+    return f"{ch.upper()} ({desc})" if desc else ch.upper()
+
+
+# Entries by (letter, count, exact, 0-based positions excluded): at most 26 * 5 * 2 * 32 of
+# them exist, so steps look their letters' entries up instead of formatting them.
+_ENTRIES: dict[tuple, str] = {}
+
+
 def describe_feedback(guess: str, fb) -> str:
     """``"C gray, R yellow, A green, N gray, E gray"``."""
     tile = _TILE
@@ -111,57 +124,58 @@ class Knowledge:
             max_count[ch] = marked.get(ch, 0)
         self.guesses.append(guess)
         self.tried.update(guess)
+
         # Refresh the cached summary lines. Only this guess's letters (and a replaced green)
         # can read differently now; a letter never marked green or yellow is at most gray.
         if new_green:
             self._green_line = " ".join([c or "_" for c in greens]).upper()
         word = guess.upper()
         self._guessed_line = self._guessed_line + ", " + word if self._guessed_line else word
-        gray = self._gray
-        tail_changed = False
-        rest = set(marked)
+        gray, no_more, yellow = self._gray, self._no_more, self._yellow
+        tail_changed = yellow_changed = False
         for ch in grayed:
-            if ch in min_count:  # a copy gray: the count is exact now
-                rest.add(ch)
-            elif ch not in gray:
-                gray.add(ch)
-                tail_changed = True
-        if replaced:
-            rest.update(replaced)
-        if rest or tail_changed:
-            self._refresh(rest, tail_changed)
-        self._summary = None
-
-    def _refresh(self, letters, tail_changed: bool) -> None:
-        """Rewrite the yellow entries and tail membership of ``letters`` (each has a minimum count)."""
-        greens, min_count, max_count, not_at = self.greens, self.min_count, self.max_count, self.not_at
-        yellow, gray, no_more = self._yellow, self._gray, self._no_more
-        yellow_changed = False
-        for ch in letters:
+            if ch not in min_count:
+                if ch not in gray:
+                    gray.add(ch)
+                    tail_changed = True
+            elif ch not in marked:  # contradictory feedback: a letter known present, now gray
+                marked[ch] = 0
+        for ch in replaced:
+            marked.setdefault(ch, 0)
+        for ch in marked:
             m = min_count.get(ch, 0)
             placed = greens.count(ch)
             mx = max_count.get(ch)
-            entry = None
             if m > placed:
-                desc = f"exactly {m}" if mx == m else f"at least {m}" if m > 1 else ""
-                where = [_POSITION[p] for p in sorted(not_at.get(ch, ())) if greens[p] != ch]
-                if where:
-                    desc = (desc + "; not at " if desc else "not at ") + ", ".join(where)
-                entry = f"{ch.upper()} ({desc})" if desc else ch.upper()
+                positions = not_at.get(ch)
+                where = (tuple([p for p in sorted(positions) if greens[p] != ch]) if positions else ())
+                key = (ch, m, mx == m, where)
+                entry = _ENTRIES.get(key)
+                if entry is None:
+                    entry = _ENTRIES[key] = _yellow_entry(ch, m, mx == m, where)
+            else:
+                entry = None
             if yellow.get(ch) != entry:
                 yellow_changed = True
                 if entry is None:
                     del yellow[ch]
                 else:
                     yellow[ch] = entry
-            is_gray = mx == 0
-            if (ch in gray) != is_gray:
-                tail_changed = True
-                (gray.add if is_gray else gray.discard)(ch)
-            is_no_more = mx is not None and mx != 0 and mx == placed
-            if (ch in no_more) != is_no_more:
-                tail_changed = True
-                (no_more.add if is_no_more else no_more.discard)(ch)
+            if mx is not None:
+                if mx == 0:
+                    if ch not in gray:
+                        gray.add(ch)
+                        tail_changed = True
+                    if ch in no_more:
+                        no_more.discard(ch)
+                        tail_changed = True
+                else:
+                    if ch in gray:
+                        gray.discard(ch)
+                        tail_changed = True
+                    if (ch in no_more) != (mx == placed):
+                        (no_more.add if mx == placed else no_more.discard)(ch)
+                        tail_changed = True
         if yellow_changed:
             self._yellow_line = ("\n- Yellow (in the word, other place): " + ", ".join([yellow[c] for c in sorted(yellow)])
                                  if yellow else "")
@@ -172,6 +186,7 @@ class Knowledge:
             if gray:
                 tail += "\n- Gray (not in the word): " + ", ".join(sorted(gray)).upper()
             self._tail_line = tail
+        self._summary = None
 
     def violations(self, guess: str) -> int:
         """How many revealed clues ``guess`` ignores (0 iff it could be the answer).
