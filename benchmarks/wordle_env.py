@@ -10,6 +10,8 @@ knowledge summary and candidate counts are always on):
   ``tests/wordle_frozen`` is present, its rounds alternate with the package's on the same
   actions and seeds (A/B), so machine noise hits both, and the new/old ratio is printed;
 * env-steps/s of ``gymnasium.make_vec(..., num_envs=8, vectorization_mode="sync")``;
+* the slowest step on 100,000 characters of hostile model text (repeated unclosed tags,
+  openers, long whitespace runs, many calls, NUL bytes, surrogates...; target < 50 ms);
 * time to create an env after the first (target < 1 ms), via the class and ``gymnasium.make``,
 * memory per extra instance, each reset once (target < 100 KB),
 * the solver's seconds per decision without memoisation (target < 20 ms).
@@ -128,6 +130,32 @@ def bench_vector(num_envs: int, vector_steps: int, seed: int) -> None:
           "(no target; counts the autoreset steps of NEXT_STEP mode)")
 
 
+_HOSTILE_UNITS = ["<guess>", "<tool_call>", "guess_word(", "guess_word('", "f(", "{", "[", "<think>", "word ",
+                  "word" + " " * 999, "<guess></guess>", '{"name": "a", "arguments": ', "<final_answer>",
+                  '<tool_call>{"name": "x" {"a": [1, f(', ("guess_word(" + "a+" * 1990 + ")"),
+                  "<tool_call>{'name': 'a', 'arguments': {'x': [" + "1, " * 1300 + "]}}</tool_call>",
+                  format_guess("crane"), "\x00", "\ud800"]
+
+
+def bench_hostile(chars: int, repeats: int = 3) -> None:
+    """The slowest step on ``chars`` characters of each hostile pattern (target < 50 ms)."""
+    worst, worst_unit = 0.0, ""
+    env = gymnasium.make("mtrl/Wordle-v0")
+    for unit in _HOSTILE_UNITS:
+        text = (unit * (chars // len(unit) + 1))[:chars]
+        best = float("inf")
+        for _ in range(repeats):
+            env.reset(seed=0)
+            t0 = time.perf_counter()
+            env.step(text)
+            best = min(best, time.perf_counter() - t0)
+        if best > worst:
+            worst, worst_unit = best, unit
+    report(f"worst step, {chars:,} hostile chars", worst * 1e3, "ms", 50.0, False)
+    print(f"{'':<34} (slowest pattern: {worst_unit[:40]!r} repeated; {len(_HOSTILE_UNITS)} patterns, best of "
+          f"{repeats} each)")
+
+
 def bench_creation(n: int) -> None:
     WordleEnv().reset(seed=0)  # first instance builds the shared tables
     t0 = time.perf_counter()
@@ -187,6 +215,7 @@ def main() -> None:
     failed = []
     for name, run in [("steps", lambda: bench_steps(args.episodes, args.rounds, args.seed)),
                       ("vector", lambda: bench_vector(8, args.episodes, args.seed)),
+                      ("hostile", lambda: bench_hostile(100_000)),
                       ("creation", lambda: bench_creation(1000)),
                       ("memory", lambda: bench_memory(args.instances)),
                       ("solver", lambda: bench_solver(args.solver_games, args.seed))]:
