@@ -67,7 +67,7 @@ class Knowledge:
 
     __slots__ = ("greens", "min_count", "max_count", "not_at", "guesses", "tried",
                  "_green_line", "_guessed_line", "_yellow", "_yellow_line", "_gray", "_no_more", "_tail_line",
-                 "_summary")
+                 "_summary", "_seen")
 
     def __init__(self) -> None:
         self.greens: list[str | None] = [None] * WORD_LENGTH
@@ -87,6 +87,7 @@ class Knowledge:
         self._no_more: set[str] = set()
         self._tail_line = ""  # the "No other copies" and "Gray" lines
         self._summary: str | None = None
+        self._seen: dict[str, tuple] = {}  # letter -> the counts its summary entries were made from
 
     def update(self, guess: str, fb) -> None:
         """Add the clues of ``guess`` scored ``fb``."""
@@ -140,14 +141,22 @@ class Knowledge:
                     tail_changed = True
             elif ch not in marked:  # contradictory feedback: a letter known present, now gray
                 marked[ch] = 0
+        seen = self._seen
         for ch in replaced:
             marked.setdefault(ch, 0)
+            seen.pop(ch, None)  # its green positions moved: recompute whatever the counts say
         for ch in marked:
             m = min_count.get(ch, 0)
             placed = greens.count(ch)
             mx = max_count.get(ch)
+            positions = not_at.get(ch)
+            # What the letter's entries depend on; unchanged since its last refresh -> nothing to do
+            # (positions only grow, and its greens move only when replaced).
+            state = (m, placed, mx, len(positions) if positions else 0)
+            if seen.get(ch) == state:
+                continue
+            seen[ch] = state
             if m > placed:
-                positions = not_at.get(ch)
                 where = (tuple([p for p in sorted(positions) if greens[p] != ch]) if positions else ())
                 key = (ch, m, mx == m, where)
                 entry = _ENTRIES.get(key)
