@@ -184,7 +184,8 @@ NEAR_MISSES = [
     _CANON.replace(" ", "\x0b"), " \u00a0\x1c" + _CANON + "\u2003", _CANON + _CANON, _CANON[:-12],
     _CANON.replace('"name"', '"NAME"'), _CANON.replace("guess_word", " guess_word"), _CANON.replace("guess_word", ""),
     _CANON.replace('{"guess"', '{"id": "a", "guess"'), _CANON.replace("<tool_call>", "<tool_call>```json\n"),
-    _CANON[11:-12], " " + _CANON[11:-12] + "\n", _CANON[11:-12] + " guess_word('x')", _CANON[11:-12] + "<guess>a</guess>",
+    _CANON[11:-12], " " + _CANON[11:-12] + "\n", _CANON[11:-12] + " guess_word('x')",
+    _CANON[11:-12] + "<guess>a</guess>",
     _CANON.replace("crane", "guess_word(x)"), _CANON.replace("crane", "{}"), _CANON.replace("crane", "`"),
     _CANON.replace("crane", "é\U0001f600"),
 ]

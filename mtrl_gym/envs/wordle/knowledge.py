@@ -186,8 +186,8 @@ class Knowledge:
                         (no_more.add if mx == placed else no_more.discard)(ch)
                         tail_changed = True
         if yellow_changed:
-            self._yellow_line = ("\n- Yellow (in the word, other place): " + ", ".join([yellow[c] for c in sorted(yellow)])
-                                 if yellow else "")
+            self._yellow_line = ("\n- Yellow (in the word, other place): "
+                                 + ", ".join([yellow[c] for c in sorted(yellow)]) if yellow else "")
         if tail_changed:
             tail = ""
             if no_more:

@@ -39,7 +39,7 @@ _KEY_BYTES = 32
 
 
 def task_id_for(answer: str, *, key: bytes | None = None) -> str:
-    """The id of a Wordle task without a row id: a keyed hash of ``answer`` (``key`` defaults to :func:`task_id_key`)."""
+    """The id of a Wordle task without a row id: ``answer`` hashed with ``key`` (default :func:`task_id_key`)."""
     if key is None:
         return _cached_id(answer)
     return "wordle-" + hashlib.blake2b(answer.encode(), digest_size=5, key=key[:64]).hexdigest()
