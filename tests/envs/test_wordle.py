@@ -519,3 +519,21 @@ def test_loose_fallback_regex_matches_as_before():
         assert OLD.findall(text) == NEW.findall(text)
 
     check()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.one_of(_WORDS, _ANY_5), st.lists(st.integers(0, 2), min_size=5, max_size=5)),
+                min_size=1, max_size=7))
+def test_incremental_summary_equals_the_full_rebuild_even_on_contradictory_feedback(history):
+    # The cached summary lines must read exactly as the old summary rebuilt from scratch,
+    # for any feedback sequence (the env only produces consistent ones; curricula replay others).
+    from wordle_frozen.knowledge import Knowledge as Rebuilt
+
+    from mtrl_gym.envs.wordle.knowledge import Knowledge
+
+    new, old = Knowledge(), Rebuilt()
+    for word, fb in history:
+        assert new.violations(word) == old.violations(word)
+        new.update(word, fb)
+        old.update(word, fb)
+        assert new.summary() == old.summary()
