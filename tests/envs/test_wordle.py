@@ -491,19 +491,18 @@ _HOSTILE_UNITS = ["<guess>", "<tool_call>", "guess_word(", "word ", "word" + " "
 def test_step_time_on_long_hostile_text_grows_linearly(unit):
     # 25k -> 100k characters: at most ~6x the time (the old loose fallback took 27 s on
     # "word" + 100k spaces); the 50 ms bound itself is checked by the benchmarks.
-    def cost(n):
-        text = unit * (n // len(unit))
-        best = float("inf")
-        for _ in range(5):
-            env, _, _ = make()
-            t0 = time.perf_counter()
-            obs, _, _, _, info = env.step(text)
-            best = min(best, time.perf_counter() - t0)
-            assert env.observation_space.contains(obs)
-        return best
+    def once(text):
+        env, _, _ = make()
+        t0 = time.perf_counter()
+        obs, _, _, _, info = env.step(text)
+        assert env.observation_space.contains(obs)
+        return time.perf_counter() - t0
 
-    small, big = cost(25_000), cost(100_000)
-    assert big <= 6 * small + 0.005, (unit, small, big)
+    small_text, big_text = unit * (25_000 // len(unit)), unit * (100_000 // len(unit))
+    small = big = float("inf")
+    for _ in range(7):  # interleaved, best of 7: a loaded machine slows both sides alike
+        small, big = min(small, once(small_text)), min(big, once(big_text))
+    assert big <= 6 * small + 0.01, (unit, small, big)
 
 
 def test_loose_fallback_regex_matches_as_before():
