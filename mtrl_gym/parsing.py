@@ -4,7 +4,8 @@ Accepted formats, in order of precedence (docs/architecture.md):
 
 1. Hermes / Qwen tags: ``<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>``
    (the JSON may also be a list of calls, use the OpenAI shape, or lack the closing tag
-   at the very end of the text);
+   at the very end of the text); a message that is exactly one such block is read as that
+   block alone;
 2. bare JSON objects: ``{"name": ..., "arguments": {...}}``, ``{"name": ..., "parameters": {...}}``,
    the OpenAI shape ``{"type": "function", "function": {"name": ..., "arguments": "<json string>"}}``
    and ``{"tool_calls": [...]}``, also inside markdown code fences;
@@ -20,6 +21,21 @@ Text inside ``<think>...</think>`` is ignored. :func:`parse_tool_calls` never ra
 any string: malformed calls are reported in ``errors`` (and a call whose arguments could
 not be decoded carries ``error``), so the env can explain the problem to the model.
 
+Cost bound. Model text is hostile input, so the work per message is linear in its length
+(at most :data:`MAX_PARSE_CHARS` characters are read) with small constants, whatever it
+contains: every scan of the text (``<think>`` and ``<tool_call>`` blocks, env tags,
+``{`` and ``name(`` candidates) moves forward only; spans already taken are looked up by
+bisection; bracket matching for call syntax is memoised, so nested or repeated openers
+are scanned once; and the two decoders that can do more than linear work per candidate
+share fixed budgets per message: :data:`JSON_SCAN_BUDGET` characters of failed JSON
+decoding and :data:`LITERAL_BUDGET` characters of Python-literal parsing (about 1 ms per
+1,000 characters). Candidates past a budget are not tried. On the development CPU the
+worst message found (100,000 characters) parses in under 10 ms.
+
+The common shapes, one Hermes block or one bare JSON object with a single string
+argument, take a fast path (one regular expression) that returns exactly the
+:class:`ParseResult` of the general parser (a differential test holds them equal).
+
 >>> r = parse_tool_calls('<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>')
 >>> r.calls[0].name, r.calls[0].arguments, r.loose
 ('guess_word', {'guess': 'crane'}, False)
@@ -33,17 +49,34 @@ import ast
 import json
 import re
 import warnings
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ToolCall", "ParseResult", "ToolCallParser", "parse_tool_calls", "FORMATS", "MAX_PARSE_CHARS"]
+__all__ = [
+    "ToolCall", "ParseResult", "ToolCallParser", "parse_tool_calls", "find_tag_blocks",
+    "FORMATS", "MAX_PARSE_CHARS", "MAX_CALLS", "JSON_SCAN_BUDGET", "LITERAL_BUDGET",
+]
 
 #: Names of the formats, in order of precedence; ``ToolCall.format`` is one of them.
 FORMATS = ("hermes", "json", "call", "tag", "loose")
 
 #: Only this many characters of a message are parsed (longer text is cut, and flagged).
 MAX_PARSE_CHARS = 50_000
+
+#: Characters of failed JSON decoding allowed per message (from each ``{`` tried to where
+#: decoding stopped); once spent, no further bare-JSON candidates are tried.
+JSON_SCAN_BUDGET = 4 * MAX_PARSE_CHARS
+
+#: Characters of Python-literal parsing (``ast``) allowed per message, shared by
+#: single-quoted JSON fallbacks and call-syntax arguments; once spent, those fallbacks
+#: are skipped (the JSON route still works).
+LITERAL_BUDGET = 8_000
+
+#: At most this many calls are returned, and this many ``<tool_call>`` blocks decoded, per
+#: message (the rest are dropped, and an error says so).
+MAX_CALLS = 256
 
 _MAX_JSON_ATTEMPTS = 256  # bounds the work on text full of "{" characters
 _MAX_CALL_ATTEMPTS = 256
@@ -53,6 +86,19 @@ _THINK_RE = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL | re.IGNORECASE)
 _SINGLE_HERMES_RE = re.compile(r"\s*<tool_call>(.*)</tool_call>\s*", re.DOTALL | re.IGNORECASE)
 _CALL_RE = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _ID_RE = re.compile(r"[^A-Za-z0-9_\-]")
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BRACKET_RE = re.compile(r"[\"'\\()\[\]{}]")
+
+# The fast path: {"name": "<identifier>", "arguments": {"<key>": "<value>"}} with JSON
+# whitespace, strings without escapes, control characters or "<" (so no tag, think block
+# or second call can hide inside), as one Hermes block or as the whole message.
+_JWS = r"[ \t\n\r]*"
+_JSTR = r'"([^"\\\x00-\x1f<]*)"'
+_CALL_JSON = (r'\{' + _JWS + r'"name"' + _JWS + ":" + _JWS + r'"([A-Za-z_][A-Za-z0-9_]*)"' + _JWS + "," + _JWS
+              + r'"arguments"' + _JWS + ":" + _JWS + r"\{" + _JWS + _JSTR + _JWS + ":" + _JWS + _JSTR + _JWS
+              + r"\}" + _JWS + r"\}")
+_FAST_HERMES_RE = re.compile(r"\s*(?i:<tool_call>)\s*" + _CALL_JSON + r"\s*(?i:</tool_call>)\s*")
+_FAST_JSON_RE = re.compile(r"\s*(" + _CALL_JSON + r")\s*")
 
 LooseFallback = Callable[[str], Sequence[tuple[str, dict[str, Any]]]]
 
@@ -101,7 +147,9 @@ class ToolCallParser:
     """A reusable parser for one env's tools, tags and loose fallback (see :func:`parse_tool_calls`).
 
     Environments build one at construction time so that per-step parsing does not rebuild
-    schema tables or regular expressions.
+    schema tables or regular expressions. ``fast_path=False`` runs the general parser on
+    every message (the fast path returns the same results; the switch exists so tests
+    can hold the two equal).
     """
 
     def __init__(
@@ -109,19 +157,34 @@ class ToolCallParser:
         tools: Sequence[Mapping[str, Any]] | None = None,
         tags: Mapping[str, tuple[str, str]] | None = None,
         loose: LooseFallback | None = None,
+        *,
+        fast_path: bool = True,
     ):
         self.schemas = _schema_params(tools)
-        self.tags = [
-            (re.compile(rf"<{re.escape(tag)}>(.*?)</{re.escape(tag)}>", re.DOTALL | re.IGNORECASE), tool, arg)
-            for tag, (tool, arg) in (tags or {}).items()
-        ]
+        # With schemas, call syntax looks only for their names: the same matches as
+        # _CALL_RE filtered by name (an identifier match is maximal), without visiting the rest.
+        names = sorted(n for n in self.schemas or () if _IDENTIFIER_RE.fullmatch(n))
+        self._call_re = _CALL_RE if self.schemas is None else re.compile(
+            r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")\s*\(" if names else r"(?!)")
+        self.tags = [(_tag_patterns(tag), tool, arg) for tag, (tool, arg) in (tags or {}).items()]
         self.loose = loose
+        self.fast_path = bool(fast_path)
 
     def __call__(self, text: Any) -> ParseResult:
         if not isinstance(text, str):
             return ParseResult(errors=(f"expected text, got {type(text).__name__}",))
         truncated = len(text) > MAX_PARSE_CHARS
-        text = text[:MAX_PARSE_CHARS]
+        if truncated:
+            text = text[:MAX_PARSE_CHARS]
+        if self.fast_path:
+            m = _FAST_HERMES_RE.fullmatch(text)
+            if m is not None:
+                return ParseResult((ToolCall(m.group(1), {m.group(2): m.group(3)}, "call_0", "hermes",
+                                             (0, len(text))),), (), truncated)
+            m = _FAST_JSON_RE.fullmatch(text)
+            if m is not None:
+                return ParseResult((ToolCall(m.group(2), {m.group(3): m.group(4)}, "call_0", "json",
+                                             m.span(1)),), (), truncated)
         try:
             return self._parse(text, truncated)
         except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as e:  # pragma: no cover
@@ -132,44 +195,55 @@ class ToolCallParser:
     def _parse(self, text: str, truncated: bool) -> ParseResult:
         single = _SINGLE_HERMES_RE.fullmatch(text)
         if single is not None and "<tool_call>" not in single.group(1).lower():
-            # Fast path for the common case: the message is exactly one <tool_call> block,
-            # so no other format can match anywhere.
-            calls, err = _calls_from_json_text(single.group(1).strip())
+            # The message is exactly one <tool_call> block, so no other format can match anywhere.
+            calls, err = _calls_from_json_text(single.group(1).strip(), _Budget())
             if calls:
                 found = [(0, len(text), "hermes", a, n, cid, e) for n, a, cid, e in calls]
                 return ParseResult(calls=_to_calls(found), truncated=truncated)
+        budget = _Budget()  # the block above, if tried, read at most one body: a fresh budget
         has_angle = "<" in text
-        blocked = [m.span() for m in _THINK_RE.finditer(text)] if has_angle else []
+        blocked = _Spans()
+        if has_angle:
+            for m in _THINK_RE.finditer(text):
+                blocked.add(*m.span())
         found: list[tuple] = []  # (start, end, format, arguments, name, model id, error)
         errors: list[str] = []
 
         if has_angle:
+            unread = 0
             for start, end, body in _hermes_blocks(text):
-                if _overlaps((start, end), blocked):
+                if blocked.overlaps(start, end):
                     continue
-                calls, err = _calls_from_json_text(body)
+                blocked.add(start, end)
+                if budget.blocks <= 0:  # past the cap the block is still taken, but not decoded
+                    unread += 1
+                    continue
+                budget.blocks -= 1
+                calls, err = _calls_from_json_text(body, budget)
                 if err:
                     errors.append(f"<tool_call> at character {start}: {err}")
-                found.extend((start, end, "hermes", a, n, cid, e) for n, a, cid, e in calls)
-                blocked.append((start, end))
+                for n, a, cid, e in calls:
+                    found.append((start, end, "hermes", a, n, cid, e))
+            if unread:
+                errors.append(f"{unread} further <tool_call> blocks were not read (at most {MAX_CALLS} per message)")
 
         if "{" in text:
-            for start, end, value in _json_objects(text, blocked):
-                calls = _calls_from_value(value)
+            for start, end, value in _json_objects(text, blocked, budget):
+                calls = _calls_from_value(value, budget)
                 found.extend((start, end, "json", a, n, cid, e) for n, a, cid, e in calls)
                 if calls:
-                    blocked.append((start, end))
+                    blocked.add(start, end)
 
         if "(" in text:
-            for start, end, name, args, err in _call_syntax(text, blocked, self.schemas):
+            for start, end, name, args, err in _call_syntax(text, blocked, self._call_re, self.schemas, budget):
                 found.append((start, end, "call", args, name, None, err))
-                blocked.append((start, end))
+                blocked.add(start, end)
 
         if has_angle:
-            for pattern, tool_name, arg_name in self.tags:
-                for m in pattern.finditer(text):
-                    if not _overlaps(m.span(), blocked):
-                        found.append((m.start(), m.end(), "tag", {arg_name: m.group(1).strip()}, tool_name, None, None))
+            for (open_re, close_re), tool_name, arg_name in self.tags:
+                for start, end, body in _tag_blocks(text, open_re, close_re):
+                    if not blocked.overlaps(start, end):
+                        found.append((start, end, "tag", {arg_name: body.strip()}, tool_name, None, None))
 
         if not found and self.loose is not None:
             stripped = _THINK_RE.sub(" ", text) if has_angle else text
@@ -177,6 +251,9 @@ class ToolCallParser:
                 found.append((len(text), len(text), "loose", dict(args), name, None, None))
 
         found.sort(key=lambda f: f[0])  # stable: calls of one Hermes block keep their order
+        if len(found) > MAX_CALLS:
+            errors.append(f"only the first {MAX_CALLS} of {len(found)} tool calls were read")
+            del found[MAX_CALLS:]
         return ParseResult(calls=_to_calls(found), errors=tuple(errors), truncated=truncated)
 
 
@@ -216,17 +293,65 @@ def parse_tool_calls(
     return ToolCallParser(tools, tags, loose)(text)
 
 
+class _Budget:
+    """What is left of a message's decoding budgets (see the module docstring)."""
+
+    __slots__ = ("json", "literal", "blocks")
+
+    def __init__(self) -> None:
+        self.json = JSON_SCAN_BUDGET
+        self.literal = LITERAL_BUDGET
+        self.blocks = MAX_CALLS  # <tool_call> blocks decoded
+
+
+class _Spans:
+    """Disjoint ``[start, end)`` spans kept sorted: overlap and containment by bisection.
+
+    Every span the parser takes is checked against the taken ones first, so they never
+    overlap each other; sorted by start, their ends are then sorted too, and the last span
+    starting before ``end`` is the only one that can reach past ``start``.
+    """
+
+    __slots__ = ("starts", "ends")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, start: int, end: int) -> None:
+        i = bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+
+    def overlaps(self, start: int, end: int) -> bool:
+        i = bisect_left(self.starts, end) - 1
+        return i >= 0 and self.ends[i] > start
+
+    def end_of_span_at(self, pos: int) -> int | None:
+        """End of the span containing ``pos``, or None."""
+        i = bisect_right(self.starts, pos) - 1
+        if i >= 0 and self.ends[i] > pos:
+            return self.ends[i]
+        return None
+
+
 def _hermes_blocks(text: str):
-    """Yield ``(start, end, body)`` of each ``<tool_call>...</tool_call>`` (the last may be unclosed)."""
+    """Yield ``(start, end, body)`` of each ``<tool_call>...</tool_call>`` (the last may be unclosed).
+
+    Linear: the next closing and opening tags are searched once and reused while they lie ahead.
+    """
     lower = text.lower()
     pos = 0
+    close = nxt = -2  # -2: not searched yet; -1: none left
     while True:
         start = lower.find("<tool_call>", pos)
         if start < 0:
             return
         body_start = start + len("<tool_call>")
-        close = lower.find("</tool_call>", body_start)
-        nxt = lower.find("<tool_call>", body_start)
+        if close == -2 or 0 <= close < body_start:
+            close = lower.find("</tool_call>", body_start)
+        if nxt == -2 or 0 <= nxt < body_start:
+            nxt = lower.find("<tool_call>", body_start)
         if close < 0 or (0 <= nxt < close):  # unclosed: runs to the next opening tag or the end
             end = nxt if nxt >= 0 else len(text)
             yield start, end, text[body_start:end].strip()
@@ -236,9 +361,36 @@ def _hermes_blocks(text: str):
             pos = close + len("</tool_call>")
 
 
-def _overlaps(span: tuple[int, int], blocked: list[tuple[int, int]]) -> bool:
-    s, e = span
-    return any(s < be and bs < e for bs, be in blocked)
+def _tag_patterns(tag: str) -> tuple[re.Pattern, re.Pattern]:
+    return (re.compile(rf"<{re.escape(tag)}>", re.IGNORECASE), re.compile(rf"</{re.escape(tag)}>", re.IGNORECASE))
+
+
+def _tag_blocks(text: str, open_re: re.Pattern, close_re: re.Pattern):
+    """Yield ``(start, end, body)`` of each ``<tag>body</tag>``, left to right, without overlaps.
+
+    The same blocks as ``re.finditer(r"<tag>(.*?)</tag>", text, re.DOTALL | re.IGNORECASE)``
+    in linear time: that pattern retries every unclosed opening tag up to the end of the text.
+    """
+    pos = 0
+    while True:
+        opening = open_re.search(text, pos)
+        if opening is None:
+            return
+        closing = close_re.search(text, opening.end())
+        if closing is None:  # no closing tag after this one, hence none after any later one
+            return
+        yield opening.start(), closing.end(), text[opening.end():closing.start()]
+        pos = closing.end()
+
+
+def find_tag_blocks(text: str, tag: str) -> list[tuple[int, int, str]]:
+    """``(start, end, body)`` of every ``<tag>body</tag>`` in ``text`` (case-insensitive tag), in linear time.
+
+    >>> find_tag_blocks("a <answer>42</answer> b <ANSWER> 7 </answer>", "answer")
+    [(2, 21, '42'), (24, 44, ' 7 ')]
+    """
+    open_re, close_re = _tag_patterns(tag)
+    return list(_tag_blocks(text, open_re, close_re))
 
 
 def _clean_id(cid: Any) -> str:
@@ -277,7 +429,17 @@ def _loads_json(s: str) -> Any:
     return value
 
 
-def _loads_lenient(s: str) -> tuple[Any, str | None]:
+def _literal_eval(s: str, budget: _Budget) -> Any:
+    """``ast.literal_eval(s)`` within the message's literal budget; raises ValueError when spent."""
+    if len(s) > budget.literal:
+        raise ValueError("literal budget spent")
+    budget.literal -= len(s)
+    with warnings.catch_warnings():  # model text: "\d" in a string must not warn
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(s)
+
+
+def _loads_lenient(s: str, budget: _Budget) -> tuple[Any, str | None]:
     """JSON, then a Python literal (single quotes, True/None) as a fallback."""
     try:
         return _loads_json(s), None
@@ -285,25 +447,23 @@ def _loads_lenient(s: str) -> tuple[Any, str | None]:
         json_err = getattr(e, "msg", type(e).__name__)
     if len(s) <= _MAX_ARG_SOURCE:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return ast.literal_eval(s), None
+            return _literal_eval(s, budget), None
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
     return None, f"invalid JSON ({json_err})"
 
 
-def _calls_from_json_text(body: str) -> tuple[list, str | None]:
+def _calls_from_json_text(body: str, budget: _Budget) -> tuple[list, str | None]:
     if not body:
         return [], "empty tool call"
     if "`" in body:
         body = body.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    value, err = _loads_lenient(body)
+    value, err = _loads_lenient(body, budget)
     if err is not None:
         value = _first_json_value(body)
         if value is None:
             return [], err
-    calls = _calls_from_value(value)
+    calls = _calls_from_value(value, budget)
     if not calls:
         return [], 'expected {"name": ..., "arguments": {...}}'
     return calls, None
@@ -318,26 +478,35 @@ def _first_json_value(body: str) -> Any:
     start = body.find("{")
     if start < 0:
         return None
-    decoder = json.JSONDecoder()
-    for suffix in ("", "}", "}}", '"}', '"}}'):
+    try:
+        return _DECODER.raw_decode(body, start)[0]
+    except RecursionError:  # the nesting is in the body itself: no suffix changes that
+        return None
+    except ValueError as e:
+        # A suffix can only help when decoding reached the end of the body (or an open
+        # string ran into it): an error earlier on sees the same characters with a suffix,
+        # and none of '"' and '}' completes a literal or a number.
+        if getattr(e, "pos", 0) < len(body) and not getattr(e, "msg", "").startswith("Unterminated string"):
+            return None
+    for suffix in ("}", "}}", '"}', '"}}'):
         try:
-            return decoder.raw_decode(body + suffix, start)[0]
+            return _DECODER.raw_decode(body + suffix, start)[0]
         except (ValueError, RecursionError):
             continue
     return None
 
 
-def _calls_from_value(value: Any) -> list[tuple[str, dict, Any, str | None]]:
+def _calls_from_value(value: Any, budget: _Budget) -> list[tuple[str, dict, Any, str | None]]:
     """Tool calls described by a decoded JSON value (a call, a list, or {"tool_calls": [...]})."""
     if isinstance(value, list):
         out = []
         for v in value[:64]:
-            out.extend(_calls_from_value(v))
+            out.extend(_calls_from_value(v, budget))
         return out
     if not isinstance(value, dict):
         return []
     if isinstance(value.get("tool_calls"), list):
-        return _calls_from_value(value["tool_calls"])
+        return _calls_from_value(value["tool_calls"], budget)
     cid = value.get("id")
     fn = value.get("function")
     if isinstance(fn, dict) and isinstance(fn.get("name"), str):
@@ -349,7 +518,7 @@ def _calls_from_value(value: Any) -> list[tuple[str, dict, Any, str | None]]:
     if raw_args is None:
         raw_args = {}
     if isinstance(raw_args, str):
-        raw_args, err = _loads_lenient(raw_args) if raw_args.strip() else ({}, None)
+        raw_args, err = _loads_lenient(raw_args, budget) if raw_args.strip() else ({}, None)
         if err is not None:
             return [(name.strip(), {}, cid, f"arguments are not a JSON object ({err})")]
     if not isinstance(raw_args, dict):
@@ -357,25 +526,34 @@ def _calls_from_value(value: Any) -> list[tuple[str, dict, Any, str | None]]:
     return [(name.strip(), {str(k): v for k, v in raw_args.items()}, cid, None)]
 
 
-def _json_objects(text: str, blocked: list[tuple[int, int]]):
-    """Yield ``(start, end, value)`` for JSON objects found at '{' positions outside ``blocked``."""
-    decoder = json.JSONDecoder()
+def _json_objects(text: str, blocked: _Spans, budget: _Budget):
+    """Yield ``(start, end, value)`` for JSON objects found at '{' positions outside ``blocked``.
+
+    A failed attempt costs the characters the decoder read (to the error position, or to
+    the end of the text for a nesting too deep to decode); after :data:`JSON_SCAN_BUDGET`
+    of them no further '{' is tried.
+    """
     pos, attempts = 0, 0
-    while attempts < _MAX_JSON_ATTEMPTS:
+    while attempts < _MAX_JSON_ATTEMPTS and budget.json > 0:
         start = text.find("{", pos)
         if start < 0:
             return
-        inside = next((be for bs, be in blocked if bs <= start < be), None)
+        inside = blocked.end_of_span_at(start)
         if inside is not None:  # skip a whole already-parsed block at once
             pos = inside
             continue
         attempts += 1
         try:
-            value, end = decoder.raw_decode(text, start)
-        except (ValueError, RecursionError):
+            value, end = _DECODER.raw_decode(text, start)
+        except ValueError as e:
+            budget.json -= max(getattr(e, "pos", len(text)) - start, 1)
             pos = start + 1
             continue
-        if _overlaps((start, end), blocked):
+        except RecursionError:
+            budget.json -= len(text) - start
+            pos = start + 1
+            continue
+        if blocked.overlaps(start, end):
             pos = start + 1
             continue
         yield start, end, value
@@ -385,50 +563,100 @@ def _json_objects(text: str, blocked: list[tuple[int, int]]):
 # ---------------------------------------------------------------------------- call syntax
 
 
-def _matching_paren(text: str, open_pos: int) -> int:
-    """Index just past the ')' closing the '(' at ``open_pos``, or -1."""
-    depth, quote, i, n = 0, "", open_pos, min(len(text), open_pos + _MAX_ARG_SOURCE)
-    while i < n:
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1 if ch == ")" else -1
-        i += 1
-    return -1
+class _Brackets:
+    """Bracket matching for call syntax, memoised over one text.
+
+    ``closer(p)`` scans from the opening bracket at ``p`` (outside any quote) as the
+    original character loop did: quotes hide brackets, a backslash in a quote hides the
+    next character, and the first closing bracket of any kind at depth zero ends the scan.
+    Every opening bracket met outside quotes is scanned in the same pass (a stack) and its
+    result kept, so a later scan that meets it jumps past its span: nested and repeated
+    openers (``f(f(f(...``) cost one pass instead of one pass each.
+    """
+
+    __slots__ = ("text", "memo")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.memo: dict[int, int] = {}  # opening position -> its terminating bracket, or -1
+
+    def closer(self, p: int) -> int:
+        """Index of the bracket that ends the scan from ``p``, or -1 if the text ends first."""
+        memo = self.memo
+        r = memo.get(p)
+        if r is not None:
+            return r
+        text, search = self.text, _BRACKET_RE.search
+        stack = [p]
+        quote = ""
+        i = p + 1
+        while True:
+            m = search(text, i)
+            if m is None:
+                break
+            i = m.start()
+            ch = text[i]
+            if quote:
+                if ch == "\\":
+                    i += 2
+                    continue
+                if ch == quote:
+                    quote = ""
+            elif ch == '"' or ch == "'":
+                quote = ch
+            elif ch in "([{":
+                r = memo.get(i)
+                if r is None:
+                    stack.append(i)
+                elif r < 0:  # that opener runs to the end of the text, so does every one below it
+                    break
+                else:
+                    i = r + 1
+                    continue
+            elif ch != "\\":  # a closing bracket ends the innermost open scan
+                memo[stack.pop()] = i
+                if not stack:
+                    return i
+            i += 1
+        for s in stack:
+            memo[s] = -1
+        return -1
+
+    def matching_paren(self, open_pos: int) -> int:
+        """Index just past the ')' closing the '(' at ``open_pos`` within :data:`_MAX_ARG_SOURCE`, or -1."""
+        r = self.closer(open_pos)
+        if r < 0 or r >= open_pos + _MAX_ARG_SOURCE or self.text[r] != ")":
+            return -1
+        return r + 1
 
 
-def _call_syntax(text, blocked, schemas):
+def _call_syntax(text, blocked: _Spans, call_re: re.Pattern, schemas, budget: _Budget):
     attempts = 0
-    for m in _CALL_RE.finditer(text):
+    brackets = _Brackets(text)
+    for m in call_re.finditer(text):
         name = m.group(1)
         if schemas is not None and name not in schemas:
             continue
         attempts += 1
         if attempts > _MAX_CALL_ATTEMPTS:
             return
-        if _overlaps(m.span(), blocked):
+        if blocked.overlaps(*m.span()):
             continue
-        end = _matching_paren(text, m.end() - 1)
-        if end < 0 or _overlaps((m.start(), end), blocked):
+        end = brackets.matching_paren(m.end() - 1)
+        if end < 0 or blocked.overlaps(m.start(), end):
             continue
-        parsed = _literal_call(text[m.start():end], schemas.get(name) if schemas else None, schemas is not None)
+        parsed = _literal_call(text[m.start():end], schemas.get(name) if schemas else None, schemas is not None,
+                               budget)
         if parsed is not None:
             args, err = parsed
             yield m.start(), end, name, args, err
 
 
-def _literal_call(src: str, params: list[str] | None, names_as_strings: bool):
+def _literal_call(src: str, params: list[str] | None, names_as_strings: bool, budget: _Budget):
     """Arguments of a call expression with literal arguments, or None if it is not one."""
+    if len(src) > budget.literal:
+        return None
+    budget.literal -= len(src)
     try:
         with warnings.catch_warnings():  # model text: "\d" in a string must not warn
             warnings.simplefilter("ignore")

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import gymnasium
 import numpy as np
@@ -432,3 +433,106 @@ def test_knowledge_summary_states_only_true_facts(answer, guesses):
                 assert fact.startswith("not at ")
                 assert all(secret[int(p) - 1] != ch for p in fact.removeprefix("not at ").split(", "))
     assert lines["Guessed"] == ", ".join(guesses).upper()
+
+
+# ------------------------------------------------------------------ task ids (no answer inside)
+
+_ID_SCRIPT = """
+import json, mtrl_gym, gymnasium
+env = gymnasium.make("mtrl/Wordle-v0")
+ids = [env.reset(seed=s)[1]["task_id"] for s in range(50)]
+ids.append(env.reset(options={"answer": "paste"})[1]["task_id"])
+print(json.dumps(ids))
+"""
+
+
+def _ids_in_subprocess(cache, **extra_env):
+    env = {k: v for k, v in os.environ.items() if k != "MTRL_GYM_TASK_ID_KEY"}
+    env.update(MTRL_GYM_CACHE=str(cache), **extra_env)
+    res = subprocess.run([sys.executable, "-c", _ID_SCRIPT], capture_output=True, text=True, env=env, check=True)
+    return json.loads(res.stdout)
+
+
+def test_task_ids_are_stable_across_processes_and_private_to_the_install(tmp_path):
+    first = _ids_in_subprocess(tmp_path / "a")
+    assert _ids_in_subprocess(tmp_path / "a") == first  # same install: same ids
+    assert (tmp_path / "a" / "wordle" / "task-id.key").stat().st_size == 32
+    other = _ids_in_subprocess(tmp_path / "b")  # another install: another key
+    assert all(x != y for x, y in zip(first, other))
+    shared = _ids_in_subprocess(tmp_path / "c", MTRL_GYM_TASK_ID_KEY="cluster-secret")
+    assert shared == _ids_in_subprocess(tmp_path / "d", MTRL_GYM_TASK_ID_KEY="cluster-secret") != first
+
+
+def test_task_ids_cannot_be_inverted_by_hashing_the_answer_list():
+    import hashlib
+
+    from mtrl_gym.envs.wordle.task_ids import task_id_for
+
+    def public(word):  # the old scheme: a hash keyed with a constant anyone can read
+        return "wordle-" + hashlib.blake2b(word.encode(), digest_size=5, key=b"mtrl_gym").hexdigest()
+
+    table = {public(w): w for w in game.answers()}
+    env = WordleEnv()
+    ids = [env.reset(seed=s)[1]["task_id"] for s in range(300)]
+    assert not any(i in table for i in ids)
+    assert len(set(ids)) == len({env.reset(seed=s) and env._answer for s in range(300)})  # one id per secret
+    assert task_id_for("paste") == WordleEnv().reset(options={"answer": "paste"})[1]["task_id"]
+    row = {"answer": "paste", "id": "wordle_val_0003"}
+    assert WordleEnv().reset(options={"task": row})[1]["task_id"] == "wordle_val_0003"
+
+
+# ------------------------------------------------------------------ hostile text stays cheap
+
+_HOSTILE_UNITS = ["<guess>", "<tool_call>", "guess_word(", "word ", "word" + " " * 999, "{", "<think>",
+                  "guess_word('", "<guess></guess>", '{"name": "guess_word", "arguments": '] + [G("crane")]
+
+
+@pytest.mark.parametrize("unit", _HOSTILE_UNITS)
+def test_step_time_on_long_hostile_text_grows_linearly(unit):
+    # 25k -> 100k characters: at most ~6x the time (the old loose fallback took 27 s on
+    # "word" + 100k spaces); the 50 ms bound itself is checked by the benchmarks.
+    def once(text):
+        env, _, _ = make()
+        t0 = time.perf_counter()
+        obs, _, _, _, info = env.step(text)
+        assert env.observation_space.contains(obs)
+        return time.perf_counter() - t0
+
+    small_text, big_text = unit * (25_000 // len(unit)), unit * (100_000 // len(unit))
+    small = big = float("inf")
+    for _ in range(7):  # interleaved, best of 7: a loaded machine slows both sides alike
+        small, big = min(small, once(small_text)), min(big, once(big_text))
+    assert big <= 6 * small + 0.01, (unit, small, big)
+
+
+def test_loose_fallback_regex_matches_as_before():
+    from wordle_frozen.env import _LOOSE_RE as OLD
+
+    from mtrl_gym.envs.wordle.env import _LOOSE_RE as NEW
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.sampled_from(["word", "guess", "guess_word", "answer", " ", "  ", "\n", "is", ":", "=", "->",
+                                     '"', "*", "`", "crane", "CRANE", "isabc", "de", "x", "é", "1"]), max_size=14))
+    def check(pieces):
+        text = "".join(pieces)
+        assert OLD.findall(text) == NEW.findall(text)
+
+    check()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(st.one_of(_WORDS, _ANY_5), st.lists(st.integers(0, 2), min_size=5, max_size=5)),
+                min_size=1, max_size=7))
+def test_incremental_summary_equals_the_full_rebuild_even_on_contradictory_feedback(history):
+    # The cached summary lines must read exactly as the old summary rebuilt from scratch,
+    # for any feedback sequence (the env only produces consistent ones; curricula replay others).
+    from wordle_frozen.knowledge import Knowledge as Rebuilt
+
+    from mtrl_gym.envs.wordle.knowledge import Knowledge
+
+    new, old = Knowledge(), Rebuilt()
+    for word, fb in history:
+        assert new.violations(word) == old.violations(word)
+        new.update(word, fb)
+        old.update(word, fb)
+        assert new.summary() == old.summary()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import re
 import string
 from typing import Any
@@ -15,8 +13,9 @@ from gymnasium import spaces
 from mtrl_gym.envs.spaces import TextSpace
 from mtrl_gym.envs.wordle import game
 from mtrl_gym.envs.wordle.game import MAX_GUESSES, WORD_LENGTH
-from mtrl_gym.envs.wordle.knowledge import Knowledge, describe_feedback
+from mtrl_gym.envs.wordle.knowledge import Knowledge, feedback_text
 from mtrl_gym.envs.wordle.prompts import HARD_MODE_RULE, NO_GUESS_HELP, SYSTEM_PROMPT, TASK_PROMPT, TOOLS
+from mtrl_gym.envs.wordle.task_ids import task_id_for
 from mtrl_gym.error import InvalidTask
 from mtrl_gym.parsing import ParseResult, ToolCallParser
 
@@ -42,8 +41,11 @@ def solve_reward(n: int) -> float:
     return 1.05 + 0.5 * (MAX_GUESSES - n) / 5
 
 
+# One whitespace run before and after the optional "is"/":"/"="/"->": written as
+# ``\s*(?:(?:is|...)\s*)?`` rather than ``\s*(?:is|...)?\s*``, whose two adjacent runs
+# backtrack quadratically on a long run of spaces (the same matches otherwise).
 _LOOSE_RE = re.compile(
-    r"\b(?:guess(?:_word)?|answer|word)\b\s*(?:is|:|=|->)?\s*[\"'*`]*([A-Za-z]{5})(?![A-Za-z])", re.IGNORECASE)
+    r"\b(?:guess(?:_word)?|answer|word)\b\s*(?:(?:is|:|=|->)\s*)?[\"'*`]*([A-Za-z]{5})(?![A-Za-z])", re.IGNORECASE)
 _LONE_WORD_RE = re.compile(r"^\W*([A-Za-z]{5})\W*$")
 
 
@@ -71,14 +73,16 @@ _ALL_COLUMNS = np.arange(len(game.answers()))
 _ALL_COLUMNS.flags.writeable = False
 _FEEDBACK_NAMES = tuple(tuple(game.COLOR_NAMES[c] for c in game.decode_pattern(code)) for code in range(3 ** WORD_LENGTH))
 _FEW_CANDIDATES = 48  # below this many, candidates are filtered as a list
+_SOLVED_CODE = game.SOLVED_CODE
+_ALLOWED = game.allowed_index()
+_REPEATED_NOTE = " (you already guessed this word)"
+# "\nYou have 4 guesses left." / "... left and 2 turns." by (guesses left, turns left)
+# "\nYou have 4 guesses left." / "... left and 2 turns.", indexed [guesses left][min(turns left, 4)]
+_LEFT = tuple(tuple(f"\nYou have {g} guesses left" + (f" and {t} turns." if t <= 3 else ".") for t in range(5))
+              for g in range(MAX_GUESSES + 1))
 
 
 _ANSWER_RE = re.compile(r"[A-Za-z]{5}")
-
-
-@functools.lru_cache(maxsize=4096)  # every answer of the list fits: resets skip the hash
-def _task_id(answer: str) -> str:
-    return "wordle-" + hashlib.blake2b(answer.encode(), digest_size=5, key=b"mtrl_gym").hexdigest()
 
 
 class WordleEnv(gymnasium.Env[str, str]):
@@ -197,6 +201,7 @@ class WordleEnv(gymnasium.Env[str, str]):
         # at most _FEW_CANDIDATES are left (see _filter_candidates).
         self._candidates: np.ndarray | list[int] = _ALL_COLUMNS
         self._candidates_extra = self._answer_col < 0  # a secret outside the answer list counts too
+        self._n_candidates = len(_ALL_COLUMNS) + self._candidates_extra
         self._knowledge = Knowledge()
         self._guesses_used = 0
         self._turns_used = 0
@@ -210,14 +215,14 @@ class WordleEnv(gymnasium.Env[str, str]):
             "task_id": task_id,
             "guesses_used": 0,
             "turns_used": 0,
-            "candidates_remaining": self._num_candidates(),
+            "candidates_remaining": self._n_candidates,
         }
         return prompt, info
 
     def _choose_task(self, options: dict[str, Any]) -> tuple[str, str, str]:
         if not options:  # the common case: a secret drawn from the answer list
             answer = game.answers()[int(self.np_random.integers(len(game.answers())))]
-            return answer, _task_id(answer), TASK_PROMPT
+            return answer, task_id_for(answer), TASK_PROMPT
         unknown = set(options) - {"answer", "task"}
         if unknown:
             raise InvalidTask(f"unknown reset option(s) {sorted(unknown)}; Wordle accepts 'answer' and 'task'")
@@ -232,22 +237,18 @@ class WordleEnv(gymnasium.Env[str, str]):
         if not isinstance(answer, str) or not _ANSWER_RE.fullmatch(answer.strip()):
             raise InvalidTask(f"a Wordle answer must be a 5-letter word a-z, got {answer!r}")
         answer = answer.strip().lower()
-        return answer, task_id or _task_id(answer), TASK_PROMPT
-
-    def _num_candidates(self) -> int:
-        return len(self._candidates) + self._candidates_extra
+        return answer, task_id or task_id_for(answer), TASK_PROMPT
 
     # ------------------------------------------------------------------ step
 
     def step(self, action: str):
         if self._done:
             raise gymnasium.error.ResetNeeded("The episode has ended; call reset() before step().")
-        self._turns_used += 1
+        turns = self._turns_used = self._turns_used + 1
         parsed: ParseResult = _PARSER(action)
         calls = parsed.calls
-        info = self._base_info(calls)
         played = None
-        replies: dict[str, str] = {}  # tool_call_id -> content, for every parsed call
+        replies: dict[str, str] = {}  # tool_call_id -> content, for the calls not played
         for c in calls:
             if c.name != "guess_word":
                 replies[c.id] = f"Unknown tool {_ascii(c.name)!r}. The only tool is guess_word."
@@ -255,48 +256,11 @@ class WordleEnv(gymnasium.Env[str, str]):
                 replies[c.id] = "Ignored: only one guess per turn is played."
             else:
                 played = c
-        if played is None:
-            info["format_error"] = True
-            info["error"] = "no_guess"
-            problem = (" (" + _ascii(parsed.errors[0], 120) + ")") if parsed.errors else ""
-            content = NO_GUESS_HELP + problem
-        else:
-            info["loose_match"] = played.format == "loose"
-            content = self._play(played, info)
-
-        terminated = info["solved"] or self._guesses_used >= MAX_GUESSES or self._turns_used >= self.max_steps
-        reward = 0.0
-        if terminated:
-            reward = self._final_reward(info)
-            content += self._ending(info)
-        else:
-            turns_left = self.max_steps - self._turns_used
-            content += (f"\nYou have {MAX_GUESSES - self._guesses_used} guesses left"
-                        + (f" and {turns_left} turns." if turns_left <= 3 else "."))
-        # The main reply belongs to the played call; without one it is appended to the last
-        # call's reply, so an agent loop that renders only tool messages loses nothing.
-        if played is not None:
-            replies[played.id] = content
-        elif calls:
-            replies[calls[-1].id] += "\n" + content
-        info["tool_results"] = [self._result(c, replies[c.id]) for c in calls]
-        obs = "\n".join([r["content"] for r in info["tool_results"]]) if calls else content
-        obs = obs[:MAX_OBSERVATION_CHARS]
-        self._last_obs = obs
-        if self.render_mode == "human":
-            print(obs)
-        return obs, reward, terminated, False, info
-
-    @staticmethod
-    def _result(call, content: str) -> dict[str, str]:
-        return {"tool_call_id": call.id, "name": call.name, "content": content}
-
-    def _base_info(self, calls) -> dict[str, Any]:
-        n = self._num_candidates()
-        return {
+        n = self._n_candidates
+        info = {
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments, "format": c.format}
                            for c in calls],
-            "tool_results": [],
+            "tool_results": None,
             "format_error": False,
             "loose_match": False,
             "error": None,
@@ -308,17 +272,56 @@ class WordleEnv(gymnasium.Env[str, str]):
             "repeated": False,
             "solved": False,
             "guesses_used": self._guesses_used,
-            "turns_used": self._turns_used,
+            "turns_used": turns,
             "candidates_before": n,
             "candidates_remaining": n,
             "clue_violations": 0,
             "new_letters": 0,
         }
+        if played is None:
+            info["format_error"] = True
+            info["error"] = "no_guess"
+            problem = (" (" + _ascii(parsed.errors[0], 120) + ")") if parsed.errors else ""
+            content = NO_GUESS_HELP + problem
+        else:
+            if played.format == "loose":
+                info["loose_match"] = True
+            content = self._play(played, info)
+
+        guesses = self._guesses_used
+        terminated = info["solved"] or guesses >= MAX_GUESSES or turns >= self.max_steps
+        reward = 0.0
+        if terminated:
+            reward = self._final_reward(info)
+            content += self._ending(info)
+        else:
+            turns_left = self.max_steps - turns
+            content += _LEFT[MAX_GUESSES - guesses][turns_left if turns_left < 4 else 4]
+        # The main reply belongs to the played call; without one it is appended to the last
+        # call's reply, so an agent loop that renders only tool messages loses nothing.
+        if played is not None:
+            replies[played.id] = content
+        elif calls:
+            replies[calls[-1].id] += "\n" + content
+        if len(calls) == 1:
+            c = calls[0]
+            info["tool_results"] = [{"tool_call_id": c.id, "name": c.name, "content": replies[c.id]}]
+            obs = replies[c.id]
+        else:
+            results = info["tool_results"] = [
+                {"tool_call_id": c.id, "name": c.name, "content": replies[c.id]} for c in calls]
+            obs = "\n".join([r["content"] for r in results]) if calls else content
+        if len(obs) > MAX_OBSERVATION_CHARS:
+            obs = obs[:MAX_OBSERVATION_CHARS]
+        self._last_obs = obs
+        if self.render_mode == "human":
+            print(obs)
+        return obs, reward, terminated, False, info
 
     def _play(self, call, info: dict[str, Any]) -> str:
         """Validate the guess of ``call`` and play it if it is legal; return the reply text."""
         args = call.arguments
-        raw = args.get("guess", next(iter(args.values())) if len(args) == 1 else None)
+        raw = args["guess"] if "guess" in args else next(iter(args.values())) if len(args) == 1 else None
         if call.error or not isinstance(raw, str):
             info["format_error"] = True
             info["error"] = "bad_arguments"
@@ -334,40 +337,45 @@ class WordleEnv(gymnasium.Env[str, str]):
             info["error"] = "wrong_length"
             return f"Invalid guess {word.upper()!r}: it has {len(word)} letters, not 5. No guess was used."
         known = self._knowledge
-        info["clue_violations"] = known.violations(word)
+        violations = info["clue_violations"] = known.violations(word)
         info["new_letters"] = known.new_letters(word)
-        row = game.allowed_index().get(word)
+        row = _ALLOWED.get(word)
         in_dict = row is not None or word == self._answer
         info["in_dictionary"] = in_dict
+        upper = word.upper()
         if not in_dict and self.invalid_word == "reject":
             info["error"] = "not_in_dictionary"
-            return f"{word.upper()} is not in the word list. No guess was used; try another word."
-        if self.hard_mode and info["clue_violations"] > 0:
+            return f"{upper} is not in the word list. No guess was used; try another word."
+        if self.hard_mode and violations > 0:
             info["error"] = "hard_mode"
-            return (f"{word.upper()} ignores {info['clue_violations']} revealed clue(s); in hard mode every "
+            return (f"{upper} ignores {violations} revealed clue(s); in hard mode every "
                     "guess must fit all feedback so far. No guess was used.")
         if row is not None and self._answer_col >= 0:  # both in the shared table: a lookup
             code = game.pattern_table().item(row, self._answer_col)
         else:
             code = game.pattern_code(game.feedback(word, self._answer))
-        fb = game.decode_pattern(code)
-        repeated = info["repeated"] = word in known.guesses
-        known.update(word, fb)
-        self._guesses_used += 1
+        repeated = word in known.guesses
+        known.update(word, game.decode_pattern(code))
+        guesses = self._guesses_used = self._guesses_used + 1
         self._valid_guesses += 1
         self._filter_candidates(word, row, code)
-        info.update(valid=True, feedback=list(_FEEDBACK_NAMES[code]), solved=code == game.SOLVED_CODE,
-                    guesses_used=self._guesses_used, candidates_remaining=self._num_candidates())
-        return (f"Guess {self._guesses_used}/{MAX_GUESSES}: {word.upper()}"
-                f"{' (you already guessed this word)' if repeated else ''}\n"
-                f"Feedback: {describe_feedback(word, fb)}\n{known.summary()}")
+        info["feedback"] = list(_FEEDBACK_NAMES[code])
+        info["valid"] = True
+        if repeated:
+            info["repeated"] = True
+        if code == _SOLVED_CODE:
+            info["solved"] = True
+        info["guesses_used"] = guesses
+        info["candidates_remaining"] = self._n_candidates
+        return (f"Guess {guesses}/{MAX_GUESSES}: {upper}{_REPEATED_NOTE if repeated else ''}\n"
+                f"Feedback: {feedback_text(upper, code)}\n{known.summary()}")
 
     def _filter_candidates(self, word: str, row: int | None, code: int) -> None:
-        """Keep the candidate answers that would have given ``code`` for ``word``.
+        """Keep the candidate answers that would have given ``code`` for ``word`` (incremental).
 
-        The candidates start as every column of the pattern table; numpy filters them
-        while there are many, a plain list once few are left (numpy's per-call cost would
-        dominate there).
+        The candidates start as every column of the pattern table and only shrink: numpy
+        filters them while there are many, a plain list once few are left (numpy's
+        per-call cost would dominate there). The count is kept for ``info``.
         """
         candidates = self._candidates
         if row is None:  # a word outside the table (invalid_word="play"): score it here
@@ -375,14 +383,16 @@ class WordleEnv(gymnasium.Env[str, str]):
             codes = game.feedback_codes(game.letters_of([word]), game.answer_letters()[columns])[0]
             kept = columns[codes == code]
         elif isinstance(candidates, list):
-            patterns = game.pattern_table()[row]
-            self._candidates = [j for j in candidates if patterns.item(j) == code]
+            patterns = game.pattern_table()[row].tobytes()
+            kept = self._candidates = [j for j in candidates if patterns[j] == code]
+            self._n_candidates = len(kept) + self._candidates_extra
             return
         elif candidates is _ALL_COLUMNS:  # first guess: the table row itself
             kept = (game.pattern_table()[row] == code).nonzero()[0]
         else:  # basic-index the row, then gather: far cheaper than table[row, candidates]
             kept = candidates[game.pattern_table()[row][candidates] == code]
         self._candidates = kept.tolist() if len(kept) <= _FEW_CANDIDATES else kept
+        self._n_candidates = len(kept) + self._candidates_extra
 
     def _final_reward(self, info: dict[str, Any]) -> float:
         self._done = True
