@@ -35,7 +35,7 @@ def _dump_domain(env_id: str, n: int) -> dict:
         for row in generate_tasks(domain, count, seed=0, split="train", difficulty=difficulty):
             world = domain.generate(np.random.default_rng(row["seed"]), row["difficulty"])
             transcript: list = []
-            reward, info, _ = play_oracle(env, options={"task": row}, transcript=transcript)
+            reward, _, _ = play_oracle(env, options={"task": row}, transcript=transcript)
             out["tasks"].append({"row": row, "world": world, "label": domain.expected(world),
                                  "inputs": domain.task_inputs(world), "transcript": transcript,
                                  "reward": reward, "final_state": env.state})
@@ -50,18 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", default=None, help="an earlier dump: report every domain that differs")
     args = parser.parse_args(argv)
     ids = args.only or [e for e in list_envs() if e.startswith("mtrl/SOP-")]
+    before = None
     if args.compare:
         with open(args.compare, encoding="utf-8") as f:
-            ids = [e for e in ids if e in json.load(f)]
+            before = json.load(f)
+        ids = [e for e in ids if e in before]
     dump = {env_id: _dump_domain(env_id, args.n) for env_id in ids}
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(dump, f, sort_keys=True)
     for env_id, d in dump.items():
         print(f"{env_id}: {len(d['tasks'])} tasks, oracle reward {sum(t['reward'] for t in d['tasks'])}")
-    if not args.compare:
+    if before is None:
         return 0
-    with open(args.compare, encoding="utf-8") as f:
-        before = json.load(f)
     bad = 0
     for env_id in ids:
         old, new = before[env_id], json.loads(json.dumps(dump[env_id]))

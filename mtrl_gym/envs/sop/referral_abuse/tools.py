@@ -11,6 +11,7 @@ import hashlib
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
+from mtrl_gym.envs.sop.kit import find
 
 __all__ = ["TOOLS", "DISTRACTORS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
            "get_marketing_preferences", "get_credit_score"]
@@ -22,10 +23,7 @@ Action = Literal["no_action", "monitor", "warn", "claw_back", "suspend"]
 
 
 def _account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    account = ctx.state["accounts"].get(account_id.strip().upper())
-    if account is None:
-        raise ToolError(f"no account {account_id!r}")
-    return account
+    return find(ctx.state["accounts"], account_id, f"no account {account_id!r}")
 
 
 @tool
