@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from mtrl_gym.envs.sandbox.tools import ToolError
 
-__all__ = ["pick", "weighted", "vary_case", "find", "ids"]
+__all__ = ["pick", "weighted", "vary_case", "find", "ids", "stable_number"]
 
 T = TypeVar("T")
 
@@ -76,3 +77,9 @@ def find(table: Mapping[str, Any], key: Any, missing: str) -> Any:
     if record is None:
         raise ToolError(missing)
     return record
+
+
+def stable_number(*parts: str) -> int:
+    """A 32-bit number derived from ``parts`` (the same in every process): for distractor tools,
+    whose made-up answers must be deterministic without drawing from the world's ``rng``."""
+    return int(hashlib.blake2b("|".join(parts).encode("utf-8", "surrogatepass"), digest_size=4).hexdigest(), 16)
