@@ -37,6 +37,7 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-PatientIntake-v0": ("mtrl_gym.envs.sop.patient_intake:PatientIntakeEnv", {}),
     "mtrl/SOP-KYBReview-v0": ("mtrl_gym.envs.sop.kyb_review:KYBReviewEnv", {}),
     "mtrl/SOP-OrderFulfillment-v0": ("mtrl_gym.envs.sop.order_fulfillment:OrderFulfillmentEnv", {}),
+    "mtrl/SOP-ContentFlagging-v0": ("mtrl_gym.envs.sop.content_flagging:ContentFlaggingEnv", {}),
 }
 
 
