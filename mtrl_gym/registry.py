@@ -38,6 +38,7 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-KYBReview-v0": ("mtrl_gym.envs.sop.kyb_review:KYBReviewEnv", {}),
     "mtrl/SOP-OrderFulfillment-v0": ("mtrl_gym.envs.sop.order_fulfillment:OrderFulfillmentEnv", {}),
     "mtrl/SOP-ContentFlagging-v0": ("mtrl_gym.envs.sop.content_flagging:ContentFlaggingEnv", {}),
+    "mtrl/SOP-SellerEmailIntent-v0": ("mtrl_gym.envs.sop.seller_email_intent:SellerEmailIntentEnv", {}),
 }
 
 
