@@ -40,6 +40,7 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-ContentFlagging-v0": ("mtrl_gym.envs.sop.content_flagging:ContentFlaggingEnv", {}),
     "mtrl/SOP-SellerEmailIntent-v0": ("mtrl_gym.envs.sop.seller_email_intent:SellerEmailIntentEnv", {}),
     "mtrl/SOP-PackageInspection-v0": ("mtrl_gym.envs.sop.package_inspection:PackageInspectionEnv", {}),
+    "mtrl/SOP-TrafficSpoofing-v0": ("mtrl_gym.envs.sop.traffic_spoofing:TrafficSpoofingEnv", {}),
 }
 
 
