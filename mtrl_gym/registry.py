@@ -41,6 +41,7 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-SellerEmailIntent-v0": ("mtrl_gym.envs.sop.seller_email_intent:SellerEmailIntentEnv", {}),
     "mtrl/SOP-PackageInspection-v0": ("mtrl_gym.envs.sop.package_inspection:PackageInspectionEnv", {}),
     "mtrl/SOP-TrafficSpoofing-v0": ("mtrl_gym.envs.sop.traffic_spoofing:TrafficSpoofingEnv", {}),
+    "mtrl/SOP-VideoAnnotationQA-v0": ("mtrl_gym.envs.sop.video_annotation_qa:VideoAnnotationQAEnv", {}),
 }
 
 
