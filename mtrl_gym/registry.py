@@ -42,6 +42,7 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-PackageInspection-v0": ("mtrl_gym.envs.sop.package_inspection:PackageInspectionEnv", {}),
     "mtrl/SOP-TrafficSpoofing-v0": ("mtrl_gym.envs.sop.traffic_spoofing:TrafficSpoofingEnv", {}),
     "mtrl/SOP-VideoAnnotationQA-v0": ("mtrl_gym.envs.sop.video_annotation_qa:VideoAnnotationQAEnv", {}),
+    "mtrl/SOP-VideoClassification-v0": ("mtrl_gym.envs.sop.video_classification:VideoClassificationEnv", {}),
 }
 
 

@@ -38,7 +38,7 @@ def h(request) -> SOPHarness:
 
 
 def test_every_sop_domain_is_collected():
-    assert len(SOP_IDS) >= 6
+    assert len(SOP_IDS) == 13
     for env_id in SOP_IDS:
         env = gymnasium.make(env_id).unwrapped
         assert isinstance(env, SOPEnv) and env.domain.env_id == env_id
