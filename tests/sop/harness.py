@@ -367,6 +367,20 @@ class SOPHarness:
                 label, want = self.domain.expected(world), planned(seed, world)
                 assert {k: label[k] for k in want} == want, (seed, noise)
 
+    def check_noise_traps(self, traps: Mapping[str, Any], *, n: int = 150, at_least: int = 10,
+                          clean: tuple[str, ...] | None = None) -> dict[int, dict[str, int]]:
+        """Each trap (``name -> fn(world) -> bool``) is absent from clean worlds (``noise`` 0; only the
+        ``clean`` names if given) and present in at least ``at_least`` of ``n`` worlds at ``noise`` 2."""
+        counts = {noise: dict.fromkeys(traps, 0) for noise in (0, 2)}
+        for noise in (0, 2):
+            for seed in range(n):
+                world = self.domain.world(seed, {"noise": noise})
+                for name, present in traps.items():
+                    counts[noise][name] += bool(present(world))
+        assert all(counts[0][k] == 0 for k in (clean if clean is not None else traps)), counts[0]
+        assert min(counts[2].values()) >= at_least, counts[2]
+        return counts
+
     def check_hostile_text(self, seed: int = 0, *, seconds: float = 5.0) -> None:
         """Hostile assistant messages never raise, keep the observation valid and are answered
         within ``seconds`` each; the label stays hidden."""

@@ -163,20 +163,13 @@ def test_label_distribution_is_balanced():
 
 
 def test_noise_adds_the_traps_the_sop_handles():
-    def traps(noise):
-        out = {"below threshold": 0, "at threshold": 0, "uncounted strike": 0}
-        for seed in range(150):
-            w = DOMAIN.world(seed, {"noise": noise})
-            hits = [h for hs in w["scans"].values() for h in hs]
-            cat = [h["category"].strip().lower() for h in hits]
-            out["below threshold"] += any(h["score"] < THRESHOLDS[c] for h, c in zip(hits, cat))
-            out["at threshold"] += any(h["score"] == THRESHOLDS[c] for h, c in zip(hits, cat))
-            strikes = next(iter(w["users"].values()))["strikes"]
-            out["uncounted strike"] += len(strikes) != w["plan"]["active_strikes"]
-        return out
-    clean, noisy = traps(0), traps(2)
-    assert sum(clean.values()) == 0, clean
-    assert min(noisy.values()) >= 10, noisy
+    def hits(w):
+        return [(h, THRESHOLDS[h["category"].strip().lower()]) for hs in w["scans"].values() for h in hs]
+
+    H.check_noise_traps({
+        "below threshold": lambda w: any(h["score"] < t for h, t in hits(w)),
+        "at threshold": lambda w: any(h["score"] == t for h, t in hits(w)),
+        "uncounted strike": lambda w: len(next(iter(w["users"].values()))["strikes"]) != w["plan"]["active_strikes"]})
 
 
 def test_oracle_steps():

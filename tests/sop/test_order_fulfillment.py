@@ -191,21 +191,19 @@ def test_label_distribution_is_balanced():
 
 
 def test_noise_adds_the_traps_the_sop_handles():
-    def traps(noise):
-        out = {"split line": 0, "odd unit": 0, "closed site": 0, "over-reserved": 0}
-        for seed in range(150):
-            w = DOMAIN.world(seed, {"noise": noise})
-            order = w["orders"][w["inputs"]["order_id"]]
-            skus = [ln["sku"].strip().upper() for ln in order["lines"]]
-            out["split line"] += len(skus) != len(set(skus))
-            items = w["inventory"].values()
-            out["odd unit"] += any(i["unit_weight"]["unit"] != "kg" for i in items)
-            out["closed site"] += any(s["status"].strip().lower() == "closed" for i in items for s in i["stock"])
-            out["over-reserved"] += any(s["reserved"] > s["on_hand"] for i in items for s in i["stock"])
-        return out
-    clean, noisy = traps(0), traps(2)
-    assert sum(clean.values()) == 0, clean
-    assert min(noisy.values()) >= 10, noisy
+    def order(w):
+        return w["orders"][w["inputs"]["order_id"]]
+
+    def skus(w):
+        return [ln["sku"].strip().upper() for ln in order(w)["lines"]]
+
+    H.check_noise_traps({
+        "split line": lambda w: len(skus(w)) != len(set(skus(w))),
+        "odd unit": lambda w: any(i["unit_weight"]["unit"] != "kg" for i in w["inventory"].values()),
+        "closed site": lambda w: any(s["status"].strip().lower() == "closed" for i in w["inventory"].values()
+                                     for s in i["stock"]),
+        "over-reserved": lambda w: any(s["reserved"] > s["on_hand"] for i in w["inventory"].values()
+                                       for s in i["stock"])})
 
 
 def test_oracle_steps():

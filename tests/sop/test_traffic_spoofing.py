@@ -116,19 +116,11 @@ def test_label_distribution_is_balanced():
 
 
 def test_noise_adds_the_traps_the_sop_handles():
-    def traps(noise):
-        out = {"www referrer": 0, "no ads.txt": 0, "few impressions": 0}
-        for seed in range(150):
-            w = DOMAIN.world(seed, {"noise": noise})
-            sigs = list(w["signals"].values())
-            out["www referrer"] += any(s["referrer_domain"] != s["referrer_domain"].strip().lower() or
-                                       s["referrer_domain"].startswith("www.") for s in sigs)
-            out["no ads.txt"] += any(not a["found"] for a in w["ads_txt"].values())
-            out["few impressions"] += any(s["impressions"] < 1000 for s in sigs)
-        return out
-    clean, noisy = traps(0), traps(2)
-    assert sum(clean.values()) == 0, clean
-    assert min(noisy.values()) >= 10, noisy
+    H.check_noise_traps({
+        "www referrer": lambda w: any(s["referrer_domain"] != s["referrer_domain"].strip().lower() or
+                                      s["referrer_domain"].startswith("www.") for s in w["signals"].values()),
+        "no ads.txt": lambda w: any(not a["found"] for a in w["ads_txt"].values()),
+        "few impressions": lambda w: any(s["impressions"] < 1000 for s in w["signals"].values())})
 
 
 def test_oracle_steps():

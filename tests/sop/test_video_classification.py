@@ -102,17 +102,11 @@ def test_label_distribution_is_balanced():
 
 
 def test_noise_adds_the_traps_the_sop_handles():
-    def traps(noise):
-        out = {"at threshold": 0, "odd name": 0}
-        for seed in range(150):
-            w = DOMAIN.world(seed, {"noise": noise})
-            topics = next(iter(w["signals"].values()))["topics"]
-            out["at threshold"] += any(t["confidence"] == 0.40 for t in topics)
-            out["odd name"] += any(t["topic"] != t["topic"].strip().lower() for t in topics)
-        return out
-    clean, noisy = traps(0), traps(2)
-    assert sum(clean.values()) == 0, clean
-    assert min(noisy.values()) >= 10, noisy
+    def topics(w):
+        return next(iter(w["signals"].values()))["topics"]
+
+    H.check_noise_traps({"at threshold": lambda w: any(t["confidence"] == 0.40 for t in topics(w)),
+                         "odd name": lambda w: any(t["topic"] != t["topic"].strip().lower() for t in topics(w))})
 
 
 def test_oracle_steps():
