@@ -36,6 +36,13 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-AircraftInspection-v0": ("mtrl_gym.envs.sop.aircraft_inspection:AircraftInspectionEnv", {}),
     "mtrl/SOP-PatientIntake-v0": ("mtrl_gym.envs.sop.patient_intake:PatientIntakeEnv", {}),
     "mtrl/SOP-KYBReview-v0": ("mtrl_gym.envs.sop.kyb_review:KYBReviewEnv", {}),
+    "mtrl/SOP-OrderFulfillment-v0": ("mtrl_gym.envs.sop.order_fulfillment:OrderFulfillmentEnv", {}),
+    "mtrl/SOP-ContentFlagging-v0": ("mtrl_gym.envs.sop.content_flagging:ContentFlaggingEnv", {}),
+    "mtrl/SOP-SellerEmailIntent-v0": ("mtrl_gym.envs.sop.seller_email_intent:SellerEmailIntentEnv", {}),
+    "mtrl/SOP-PackageInspection-v0": ("mtrl_gym.envs.sop.package_inspection:PackageInspectionEnv", {}),
+    "mtrl/SOP-TrafficSpoofing-v0": ("mtrl_gym.envs.sop.traffic_spoofing:TrafficSpoofingEnv", {}),
+    "mtrl/SOP-VideoAnnotationQA-v0": ("mtrl_gym.envs.sop.video_annotation_qa:VideoAnnotationQAEnv", {}),
+    "mtrl/SOP-VideoClassification-v0": ("mtrl_gym.envs.sop.video_classification:VideoClassificationEnv", {}),
 }
 
 

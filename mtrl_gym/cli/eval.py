@@ -49,6 +49,9 @@ def register(sub) -> None:
     tasks.add_argument("--split", default=None, help="named split: train, val (Wordle, SOP domains), all "
                        "(Wordle) or seeds:N (default: val where the env has one)")
     tasks.add_argument("--limit", type=int, default=None, help="evaluate only the first N tasks")
+    tasks.add_argument("--sop-bench", default=None, metavar="PATH", help="your checkout of the official SOP-Bench "
+                       "data: evaluate on its --domain (evaluation only; see docs/sop.md)")
+    tasks.add_argument("--domain", default=None, help="with --sop-bench: the domain folder to evaluate on")
     serve = p.add_argument_group("serving settings (every model run)")
     serve.add_argument("-n", "--n", type=int, default=8, help="samples per task (default: %(default)s)")
     serve.add_argument("--temperature", type=float, default=1.0, help="default temperature (default: %(default)s)")
@@ -143,6 +146,13 @@ def run(args) -> int:
 
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out DIR (the folder of the evaluation to continue)")
+    env_kwargs: dict = {}
+    if args.sop_bench:  # the official data, evaluation only: its rows are the tasks
+        if not args.domain:
+            raise ConfigError("--sop-bench needs --domain NAME (a domain folder of the checkout)")
+        from mtrl_gym.envs.sop.sop_bench.cli import setup
+
+        args.env_id, args.tasks, env_kwargs = setup(args.sop_bench, args.domain)
     split = args.split
     if split is None and args.tasks is None:
         from mtrl_gym.evaluation.tasks import split_names
@@ -157,7 +167,7 @@ def run(args) -> int:
         mlflow = importlib.util.find_spec("mlflow") is not None
     config = EvalConfig(n=args.n, seed=args.seed, max_turns=args.max_turns, max_episode_tokens=args.max_episode_tokens,
                         batch_tasks=args.batch_tasks, report_examples=args.examples, save_tokens=args.save_tokens,
-                        reference_run=args.reference, progress=not args.quiet)
+                        reference_run=args.reference, progress=not args.quiet, env_kwargs=env_kwargs)
     pool = ModelPool(backend=args.backend, device=args.device, dtype=args.dtype, max_batch_size=args.max_batch_size,
                      allow_base_mismatch=args.allow_base_mismatch,
                      vllm_kwargs={"max_model_len": args.max_episode_tokens,
@@ -181,6 +191,10 @@ def run(args) -> int:
               f"--out {out_dir} --resume", file=sys.stderr)
         raise
     print(text_table(result.summary))
+    if args.sop_bench:
+        from mtrl_gym.envs.sop.sop_bench.cli import official_report
+
+        print(official_report(result.files))
     for flag in result.summary.get("flags", []):
         print(f"WARNING ({flag['run']}): {flag['message']}", file=sys.stderr)
     print(f"\nsummary: {result.files['summary']}")

@@ -10,12 +10,18 @@
 * :meth:`check_no_label_leak` — an agent that submits at once, choosing each field by the
   best rule it can learn from prompt text (majority class, an enum value named in the
   prompt, the conditional majority given any input value), stays near the majority rate;
+* :meth:`check_near_misses` — the oracle's episode with one answer field changed (another
+  enum value, a number off by one, a list item dropped, ...) is graded wrong on that field;
 * :meth:`check_any_actions` — any text and any tool arguments never raise;
+* :meth:`check_hostile_text` — hostile model text (lone surrogates, deep nesting, huge or
+  truncated calls) never raises and is answered in time;
+* :meth:`check_difficulty_limits` — every declared knob range is enforced at both ends;
 * :meth:`check_env`, :meth:`check_contract`, :meth:`label_report`.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -31,7 +37,9 @@ import gymnasium
 from hypothesis import strategies as st
 
 import mtrl_gym  # noqa: F401 - registers the ids
+from mtrl_gym.envs.sandbox import ToolContext
 from mtrl_gym.envs.sop import SOPEnv, canonical, generate_tasks, parse_task_inputs, play_oracle
+from mtrl_gym.error import ConfigError
 
 FINAL_ONLY = {"answer", "submitted_answer", "grade", "success", "end_reason", "grade_result", "answer_error"}
 
@@ -279,6 +287,30 @@ class SOPHarness:
         assert report.exact_rate <= answer_majority + margin, report
         return report
 
+    # ------------------------------------------------------------------ near misses
+
+    def check_near_misses(self, n: int = 40, *, seed: int = 0) -> int:
+        """Replay the oracle's calls on ``n`` tasks and submit its answer with one field changed
+        (field ``i % len(schema)`` on task ``i``): reward 0, that field scores below 1, the
+        others score 1. Returns the number of near misses graded."""
+        env, schema = self.env, self.domain.output_schema
+        names = list(schema)
+        for i, task in enumerate(self.tasks(n, seed=seed)):
+            transcript: list[tuple[str, str]] = []
+            play_oracle(env, options={"task": task}, transcript=transcript)
+            name = names[i % len(names)]
+            wrong = near_miss(task["answer"][name], schema[name])
+            env.reset(options={"task": task})
+            for action, _ in transcript[1:-1]:
+                env.step(action)
+            answer = {**task["answer"], name: wrong}
+            _, reward, terminated, _, info = env.step(f"<final_answer>{json.dumps(answer)}</final_answer>")
+            fields = info["grade_result"]["fields"]
+            assert terminated and reward == 0.0, (task["id"], name, wrong)
+            assert fields[name] < 1.0 and all(v == 1.0 for k, v in fields.items() if k != name), \
+                (task["id"], name, wrong, fields)
+        return n
+
     # ------------------------------------------------------------------ robustness
 
     def actions(self, env: SOPEnv, oracle_calls: list[dict[str, Any]] | None = None):
@@ -325,6 +357,72 @@ class SOPHarness:
             assert not FINAL_ONLY & set(info) and reward == 0.0
             assert label not in obs
 
+    def check_planned(self, planned, n: int = 150, difficulty: Mapping[str, Any] | None = None) -> None:
+        """Outcome-first generation: for seeds ``0..n-1`` at noise 0 and 2, the label agrees with
+        the outcomes the generator planned (``planned(seed, world) -> {field: value}``)."""
+        for seed in range(n):
+            for noise in (0, 2):
+                world = self.domain.world(seed, {**(difficulty or {}), "noise": noise})
+                label, want = self.domain.expected(world), planned(seed, world)
+                assert {k: label[k] for k in want} == want, (seed, noise)
+
+    def check_noise_traps(self, traps: Mapping[str, Any], *, n: int = 150, at_least: int = 10,
+                          clean: tuple[str, ...] | None = None) -> dict[int, dict[str, int]]:
+        """Each trap (``name -> fn(world) -> bool``) is absent from clean worlds (``noise`` 0; only the
+        ``clean`` names if given) and present in at least ``at_least`` of ``n`` worlds at ``noise`` 2."""
+        counts = {noise: dict.fromkeys(traps, 0) for noise in (0, 2)}
+        for noise in (0, 2):
+            for seed in range(n):
+                world = self.domain.world(seed, {"noise": noise})
+                for name, present in traps.items():
+                    counts[noise][name] += bool(present(world))
+        assert all(counts[0][k] == 0 for k in (clean if clean is not None else traps)), counts[0]
+        assert min(counts[2].values()) >= at_least, counts[2]
+        return counts
+
+    def check_hostile_text(self, seed: int = 0, *, seconds: float = 5.0) -> None:
+        """Hostile assistant messages never raise, keep the observation valid and are answered
+        within ``seconds`` each; the label stays hidden."""
+        env = self.env
+        for text in hostile_texts(next(iter(env.tools))):
+            env.reset(seed=seed)
+            label = canonical(env.expected_answer)
+            start = time.perf_counter()
+            obs, reward, terminated, truncated, info = env.step(text)
+            took = time.perf_counter() - start
+            assert took < seconds, f"{took:.1f} s for a hostile message of {len(text)} characters"
+            assert env.observation_space.contains(obs) and reward in (0.0, 1.0)
+            assert label not in obs or terminated
+
+    def check_difficulty_limits(self) -> None:
+        """Every range in ``difficulty_limits`` (and ``noise``) is enforced at both ends, with a
+        message naming the knob, the range and the value; the ends themselves are accepted."""
+        d = self.domain
+        limits = {"noise": (0, 2), **d.difficulty_limits}
+        for key, (low, high) in limits.items():
+            for bad in (low - 1, high + 1):
+                try:
+                    d.resolve_difficulty({key: bad})
+                except ConfigError as e:
+                    assert repr(key) in str(e) and str(bad) in str(e), str(e)
+                else:
+                    raise AssertionError(f"{d.name}: {key}={bad} was accepted")
+            for good in (low, high):
+                assert d.resolve_difficulty({key: good})[key] == good
+        close = next(iter(d.difficulty_limits), "noise")
+        try:
+            d.resolve_difficulty({close + "s": 1})
+        except ConfigError as e:
+            assert f"Did you mean {close!r}" in str(e), str(e)
+        else:
+            raise AssertionError("an unknown knob was accepted")
+
+    def extremes(self) -> list[dict[str, Any]]:
+        """The difficulty corners: every knob at its low end, and at its high end without distractors."""
+        limits = {"noise": (0, 2), **self.domain.difficulty_limits}
+        return [{k: lo for k, (lo, _) in limits.items()},
+                {**{k: hi for k, (_, hi) in limits.items()}, "distractors": False}]
+
     # ------------------------------------------------------------------ contract
 
     def check_env(self) -> None:
@@ -349,6 +447,82 @@ class SOPHarness:
         _, info = env.reset(seed=0)
         names = {t["function"]["name"] for t in info["tools"]}
         assert not names & set(d.distractor_tools) and set(d.core_tools()) < names
+
+
+def direct_call(tools: Any, world: dict[str, Any], *, copy_world: bool = True):
+    """``(call, ctx)``: ``call(tool, arguments)`` runs ``tools`` in-process on ``world`` (a deep copy
+    unless ``copy_world`` is false), validating the arguments and decoding like the env does."""
+    ctx = ToolContext(state=copy.deepcopy(world) if copy_world else world)
+
+    def call(name: str, arguments: dict[str, Any]) -> Any:
+        args, problems = tools[name].validate(arguments)
+        assert not problems, (name, problems)
+        return json.loads(json.dumps(tools[name].invoke(args, ctx)))
+
+    return call, ctx
+
+
+def set_at(path: list[Any], value: Any):
+    """An edit of a hand-made world: ``set_at(["a", 0, "b"], 1)(world)`` sets ``world["a"][0]["b"] = 1``."""
+    def edit(world: dict[str, Any]) -> None:
+        *head, last = path
+        node = world
+        for key in head:
+            node = node[key]
+        node[last] = value
+    return edit
+
+
+def check_pinned(domain: Any, world: dict[str, Any], want: Mapping[str, Any], edits=(), *,
+                 inputs: Mapping[str, Any] | None = None) -> None:
+    """A hand-checked world: after ``edits``, the reference procedure gives ``want``, the oracle
+    reaches it through the tools (on a copy) and the tools' writes pass the state checks."""
+    for edit in edits:
+        edit(world)
+    assert domain.expected(world) == want
+    call, ctx = direct_call(domain.tools, world)
+    assert domain.oracle(domain.task_inputs(world) if inputs is None else inputs, call) == want
+    assert domain.state_errors(ctx.state, want) == {}
+
+
+def near_miss(value: Any, spec: Any) -> Any:
+    """A value of the field's type that grading must not accept for ``value``."""
+    if value is None:
+        return {"enum": (spec.values or ("x",))[0], "int": 0, "float": 0.0, "bool": False,
+                "list": [], "str": "X"}.get(spec.type, "X")
+    if spec.type == "enum":
+        others = [v for v in spec.values if v.strip().lower() != str(value).strip().lower()]
+        return others[0] if others else None
+    if spec.type == "bool":
+        return not value
+    if spec.type == "int":
+        return value + 1
+    if spec.type == "float":
+        return value + 1.0 + 10 * (spec.tolerance or 0.0)
+    if spec.type == "list":
+        if value:
+            return value[:-1]
+        return [(spec.values or ("X",))[0] if spec.item_type in ("enum", "str") else 0]
+    return f"{value}X"
+
+
+def hostile_texts(tool: str) -> list[str]:
+    """Assistant messages a parser must survive: surrogates, nesting, size, truncation, control bytes."""
+    deep = "[" * 5000 + "]" * 5000
+    return [
+        "\ud800\udfff lone surrogates \udc00",
+        f'<tool_call>{{"name": "{tool}", "arguments": {{"x": "\ud800"}}}}</tool_call>',
+        f'<tool_call>{{"name": "{tool}", "arguments": {{"a": {deep}}}}}</tool_call>',
+        "{" * 60_000,
+        "<tool_call>" * 5_000,
+        f'<tool_call>{{"name": "{tool}", "arguments": ' * 2_000,
+        f"{tool}(" * 5_000,
+        "x" * 120_000 + f'<tool_call>{{"name": "{tool}", "arguments": {{}}}}</tool_call>',
+        "\x00\x1b[31m\u202e" * 100,
+        f"<final_answer>{deep}</final_answer>",
+        '<final_answer>{"a": ' * 3_000,
+        '<tool_call>{"name": "submit", "arguments": {"answer": ' + deep + "}}</tool_call>",
+    ]
 
 
 def _rules(name, spec, tasks, inputs):

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 
-import numpy as np
 import pytest
-from harness import SOPHarness
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from harness import SOPHarness, check_pinned, direct_call, set_at
 
-from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError
-from mtrl_gym.envs.sop import canonical, generate_tasks, parse_task_inputs, play_oracle
+from mtrl_gym.envs.sandbox.tools import ToolError
+from mtrl_gym.envs.sop import generate_tasks, parse_task_inputs, play_oracle
 from mtrl_gym.envs.sop.aircraft_inspection import AircraftInspection, AircraftInspectionEnv, procedure
 from mtrl_gym.envs.sop.aircraft_inspection.tools import TOOLS
-from mtrl_gym.envs.sop.aircraft_inspection.world import TYPES, generate_world
-from mtrl_gym.error import ConfigError
+from mtrl_gym.envs.sop.aircraft_inspection.world import TYPES
 
 H = SOPHarness("mtrl/SOP-AircraftInspection-v0")
 DOMAIN = AircraftInspection()
@@ -76,70 +67,49 @@ def hand_world() -> dict:
     }
 
 
-def direct_call(world):
-    ctx = ToolContext(state=copy.deepcopy(world))
-
-    def call(name, arguments):
-        args, problems = TOOLS[name].validate(arguments)
-        assert not problems, problems
-        return json.loads(json.dumps(TOOLS[name].invoke(args, ctx)))
-
-    return call, ctx
-
-
-def _set(path, value):
-    def edit(w):
-        *head, last = path
-        node = w
-        for key in head:
-            node = node[key]
-        node[last] = value
-    return edit
-
-
 BASE = {"engine_check": "monitor", "landing_gear_check": "monitor", "avionics_check": "deferred",
         "ad_compliance": "due_soon", "overdue_ads": [], "disposition": "airworthy_with_deferrals",
         "inspection_id": "RI-2024-00412"}
-EN2_PASS = _set(["engines", "EN-2", "egt_margin_c"], 15.0)
-MLG_OK = _set(["landing_gear", "tyres", 1, "tread_depth_mm"], 3.0)
+EN2_PASS = set_at(["engines", "EN-2", "egt_margin_c"], 15.0)
+MLG_OK = set_at(["landing_gear", "tyres", 1, "tread_depth_mm"], 3.0)
 CASES = {
     "base": ([], {}),
     "all engines on the limit pass": ([EN2_PASS], {"engine_check": "pass"}),
-    "borescope 500.1 FH ago": ([EN2_PASS, _set(["engines", "EN-1", "last_borescope", "aircraft_fh"], 17500.2)],
+    "borescope 500.1 FH ago": ([EN2_PASS, set_at(["engines", "EN-1", "last_borescope", "aircraft_fh"], 17500.2)],
                                {"engine_check": "monitor"}),
     "EGT missing": ([EN2_PASS, lambda w: w["engines"]["EN-1"].pop("egt_margin_c")], {"engine_check": "monitor"}),
-    "EGT 4.9": ([_set(["engines", "EN-1", "egt_margin_c"], 4.9)], {"engine_check": "fail", "disposition": "grounded"}),
-    "oil 0.51": ([_set(["engines", "EN-2", "oil_consumption_qt_hr"], 0.51)],
+    "EGT 4.9": ([set_at(["engines", "EN-1", "egt_margin_c"], 4.9)], {"engine_check": "fail", "disposition": "grounded"}),
+    "oil 0.51": ([set_at(["engines", "EN-2", "oil_consumption_qt_hr"], 0.51)],
                  {"engine_check": "fail", "disposition": "grounded"}),
-    "crack": ([_set(["engines", "EN-1", "last_borescope", "finding"], "CRACK ")],
+    "crack": ([set_at(["engines", "EN-1", "last_borescope", "finding"], "CRACK ")],
               {"engine_check": "fail", "disposition": "grounded"}),
-    "170 psi is below 95 %": ([MLG_OK, _set(["landing_gear", "tyres", 0, "pressure_psi"], 170)],
+    "170 psi is below 95 %": ([MLG_OK, set_at(["landing_gear", "tyres", 0, "pressure_psi"], 170)],
                               {"landing_gear_check": "monitor"}),
     "tyres and brakes pass": ([MLG_OK], {"landing_gear_check": "pass"}),
     "pressure missing": ([MLG_OK, lambda w: w["landing_gear"]["tyres"][0].pop("pressure_psi")],
                          {"landing_gear_check": "monitor"}),
-    "162 psi is 90 %": ([_set(["landing_gear", "tyres", 0, "pressure_psi"], 162)], {"landing_gear_check": "monitor"}),
-    "161 psi is below 90 %": ([_set(["landing_gear", "tyres", 0, "pressure_psi"], 161)],
+    "162 psi is 90 %": ([set_at(["landing_gear", "tyres", 0, "pressure_psi"], 162)], {"landing_gear_check": "monitor"}),
+    "161 psi is below 90 %": ([set_at(["landing_gear", "tyres", 0, "pressure_psi"], 161)],
                               {"landing_gear_check": "fail", "disposition": "grounded"}),
-    "brake 0.9": ([_set(["landing_gear", "brakes", 0, "wear_pin_mm"], 0.9)],
+    "brake 0.9": ([set_at(["landing_gear", "brakes", 0, "wear_pin_mm"], 0.9)],
                   {"landing_gear_check": "fail", "disposition": "grounded"}),
-    "category B expired after 4 days": ([_set(["faults", 0, "first_reported"], "2024-03-01")],
+    "category B expired after 4 days": ([set_at(["faults", 0, "first_reported"], "2024-03-01")],
                                         {"avionics_check": "fail", "disposition": "grounded"}),
-    "no active fault": ([_set(["faults", 0, "status"], "CLEARED")],
+    "no active fault": ([set_at(["faults", 0, "status"], "CLEARED")],
                         {"avionics_check": "pass", "disposition": "airworthy"}),
-    "an active NO-GO fault": ([_set(["faults", 1, "status"], "active")],
+    "an active NO-GO fault": ([set_at(["faults", 1, "status"], "active")],
                               {"avionics_check": "fail", "disposition": "grounded"}),
-    "FH due point reached": ([_set(["ad_records", "AD-1", "last_done", "aircraft_fh"], 17400.3)],
+    "FH due point reached": ([set_at(["ad_records", "AD-1", "last_done", "aircraft_fh"], 17400.3)],
                              {"ad_compliance": "overdue", "overdue_ads": ["AD-1"], "disposition": "grounded"}),
-    "cycles due point reached": ([_set(["aircraft", "cycles"], 11100), _set(["ads", 0, "interval_fh"], None)],
+    "cycles due point reached": ([set_at(["aircraft", "cycles"], 11100), set_at(["ads", 0, "interval_fh"], None)],
                                  {"ad_compliance": "overdue", "overdue_ads": ["AD-1"], "disposition": "grounded"}),
-    "25 cycles away": ([_set(["aircraft", "cycles"], 11075), _set(["ads", 0, "interval_fh"], None)], {}),
-    "26 cycles away": ([_set(["aircraft", "cycles"], 11074), _set(["ads", 0, "interval_fh"], None)],
+    "25 cycles away": ([set_at(["aircraft", "cycles"], 11075), set_at(["ads", 0, "interval_fh"], None)], {}),
+    "26 cycles away": ([set_at(["aircraft", "cycles"], 11074), set_at(["ads", 0, "interval_fh"], None)],
                        {"ad_compliance": "compliant"}),
     "one-time AD never done": ([lambda w: w["ad_records"]["AD-4"].pop("last_done")],
                                {"ad_compliance": "overdue", "overdue_ads": ["AD-4"], "disposition": "grounded"}),
     "two overdue": ([lambda w: w["ad_records"]["AD-4"].pop("last_done"),
-                     _set(["ad_records", "AD-1", "last_done"], None)],
+                     set_at(["ad_records", "AD-1", "last_done"], None)],
                     {"ad_compliance": "overdue", "overdue_ads": ["AD-1", "AD-4"], "disposition": "grounded"}),
 }
 
@@ -147,14 +117,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_hand_checked_worlds(case):
     edits, changes = CASES[case]
-    world = hand_world()
-    for edit in edits:
-        edit(world)
-    want = {**BASE, **changes}
-    assert procedure.expected(world) == want
-    call, ctx = direct_call(world)
-    assert procedure.oracle(world["inputs"], call) == want
-    assert DOMAIN.state_errors(ctx.state, want) == {}
+    check_pinned(DOMAIN, hand_world(), {**BASE, **changes}, edits)
 
 
 def test_rules_in_isolation():
@@ -168,7 +131,7 @@ def test_rules_in_isolation():
 
 
 def test_tools_answer_like_the_maintenance_system():
-    call, ctx = direct_call(hand_world())
+    call, ctx = direct_call(TOOLS, hand_world())
     with pytest.raises(ToolError, match="no aircraft 'N999HA'"):
         call("get_aircraft", {"tail_number": "N999HA"})
     with pytest.raises(ToolError, match="this station holds type HA-340"):
@@ -211,24 +174,9 @@ def test_the_recorded_inspection_must_match_the_answer():
     assert reward == 1.0
 
 
-def test_harness_contract_and_check_env():
-    H.check_contract()
-    H.check_env()
-
-
-def test_oracle_scores_one_on_500_tasks():
-    stats = H.check_oracle(500)
+def test_oracle_step_count():
+    stats = H.check_oracle(100)
     assert stats["max_steps"] <= 25
-
-
-@pytest.mark.parametrize("difficulty", [{"noise": 0, "ads": 1}, {"noise": 2, "distractors": False, "ads": 8}])
-def test_oracle_at_the_difficulty_extremes(difficulty):
-    H.check_oracle(100, difficulty=difficulty, seed=7)
-
-
-def test_no_label_leak():
-    report = H.check_no_label_leak(500)
-    assert report.exact_rate <= 0.05
 
 
 def test_label_distribution_is_balanced():
@@ -246,7 +194,7 @@ def test_every_target_is_realised_at_every_noise_level():
     kinds = Counter()
     for noise in (0, 1, 2):
         for seed in range(150):
-            world = generate_world(np.random.default_rng(seed), {"noise": noise, "ads": 1 + seed % 8})
+            world = DOMAIN.world(seed, {"noise": noise, "ads": 1 + seed % 8})
             label = procedure.expected(world)
             assert {k: label[v] for k, v in names.items()} == \
                 {k: world["meta"]["targets"][k] for k in names}, (noise, seed)
@@ -258,7 +206,7 @@ def test_noise_knob_irregular_text_and_missing_readings():
     def stats(noise):
         out = Counter()
         for seed in range(200):
-            w = generate_world(np.random.default_rng(seed), {"noise": noise})
+            w = DOMAIN.world(seed, {"noise": noise})
             out["irregular"] += any(f["status"] not in ("active", "cleared") for f in w["faults"])
             out["no_egt"] += any("egt_margin_c" not in e or e["egt_margin_c"] is None for e in w["engines"].values())
             out["no_pressure"] += any(t.get("pressure_psi") is None for t in w["landing_gear"]["tyres"])
@@ -268,61 +216,3 @@ def test_noise_knob_irregular_text_and_missing_readings():
     assert noisy["irregular"] > 20 and noisy["no_egt"] > 5 and noisy["no_pressure"] > 5
 
 
-@pytest.mark.parametrize("difficulty, match", [({"ads": 0}, r"'ads' must be an integer in \[1, 8\]"),
-                                               ({"ads": 9}, r"'ads' must be an integer in \[1, 8\]"),
-                                               ({"noise": -1}, "noise"), ({"add": 2}, "Did you mean 'ads'")])
-def test_difficulty_is_validated(difficulty, match):
-    with pytest.raises(ConfigError, match=match):
-        DOMAIN.resolve_difficulty(difficulty)
-
-
-_DIGEST = """
-import hashlib, sys
-from mtrl_gym.envs.sop import canonical
-from mtrl_gym.envs.sop.aircraft_inspection import {cls}
-domain = {cls}()
-h = hashlib.sha256()
-for noise in (0, 1, 2):
-    for seed in range(200):
-        world = domain.world(seed, {{"noise": noise}})
-        h.update(canonical([world, domain.expected(world)]).encode())
-print(h.hexdigest())
-"""
-
-
-def test_many_worlds_are_identical_under_another_hash_seed():
-    """600 worlds and labels digested here and in a process with another hash seed (catches set order)."""
-    code = _DIGEST.format(cls=type(DOMAIN).__name__)
-    hash_seed = "1" if os.environ.get("PYTHONHASHSEED") == "4242" else "4242"  # never this process's
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": hash_seed}).stdout
-    digest = hashlib.sha256()
-    for noise in (0, 1, 2):
-        for seed in range(200):
-            world = DOMAIN.world(seed, {"noise": noise})
-            digest.update(canonical([world, DOMAIN.expected(world)]).encode())
-    assert other == digest.hexdigest() + "\n"
-
-
-@settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]), ads=st.integers(1, 8))
-def test_same_seed_same_world(seed, noise, ads):
-    H.check_same_seed(seed, {"noise": noise, "ads": ads})
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with H.worker() as w:
-        yield w
-
-
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 2]))
-def test_same_seed_same_world_across_processes(worker, seed, noise):
-    H.check_across_processes(worker, seed, {"noise": noise})
-
-
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), seed=st.integers(0, 2**31 - 1))
-def test_any_text_and_any_arguments_never_raise(data, seed):
-    H.check_any_actions(data, seed)

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 
-import numpy as np
 import pytest
-from harness import SOPHarness
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from harness import SOPHarness, check_pinned, direct_call, set_at
 
-from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError
-from mtrl_gym.envs.sop import canonical, generate_tasks, parse_task_inputs
+from mtrl_gym.envs.sandbox.tools import ToolError
+from mtrl_gym.envs.sop import generate_tasks, parse_task_inputs
 from mtrl_gym.envs.sop.customer_service import CustomerService, CustomerServiceEnv, procedure
 from mtrl_gym.envs.sop.customer_service.tools import TOOLS
-from mtrl_gym.envs.sop.customer_service.world import SCENARIOS, generate_world
-from mtrl_gym.error import ConfigError
+from mtrl_gym.envs.sop.customer_service.world import SCENARIOS
 
 H = SOPHarness("mtrl/SOP-CustomerService-v0")
 DOMAIN = CustomerService()
@@ -67,81 +58,59 @@ def hand_world() -> dict:
     }
 
 
-def direct_call(world):
-    """``call`` for the oracle that validates and runs the tools on a private copy of ``world``."""
-    ctx = ToolContext(state=copy.deepcopy(world))
-
-    def call(name, arguments):
-        args, problems = TOOLS[name].validate(arguments)
-        assert not problems, problems
-        return json.loads(json.dumps(TOOLS[name].invoke(args, ctx)))
-
-    return call, ctx
-
-
 def answer(outcome, ticket=True, priority="P1", incident=None, diagnosis=None, action=None, team=None):
     return {"outcome": outcome, "ticket_id": "TKT-61234" if ticket else None, "priority": priority if ticket else None,
             "incident_id": incident, "diagnosis": diagnosis, "remote_action": action, "escalation_team": team}
 
 
-def _set(path, value):
-    def edit(w):
-        *head, last = path
-        node = w
-        for key in head:
-            node = node[key]
-        node[last] = value
-    return edit
-
-
 def _remedy(works):
-    return _set(["remedy"], {"device_serial": SERIAL, "action": "reboot", "works": works,
+    return set_at(["remedy"], {"device_serial": SERIAL, "action": "reboot", "works": works,
                              "patch": {"crc_errors_24h": 40}})
 
 
 CASES = {
     # P1 = business plan (2) + one repeat contact (1); crc 5001 is a device fault, 3 reboots: replace.
     "base": ([], answer("escalated", diagnosis="device_fault", action="none", team="device_replacement")),
-    "reboot fixes it": ([_set(["diagnostics", SERIAL, "reboots_7d"], 2), _remedy(True)],
+    "reboot fixes it": ([set_at(["diagnostics", SERIAL, "reboots_7d"], 2), _remedy(True)],
                         answer("resolved", diagnosis="device_fault", action="reboot")),
-    "reboot does not fix it": ([_set(["diagnostics", SERIAL, "reboots_7d"], 2), _remedy(False)],
+    "reboot does not fix it": ([set_at(["diagnostics", SERIAL, "reboots_7d"], 2), _remedy(False)],
                                answer("escalated", diagnosis="device_fault", action="reboot", team="tier2_network")),
-    "5000 crc is no fault": ([_set(["diagnostics", SERIAL, "crc_errors_24h"], 5000)],
+    "5000 crc is no fault": ([set_at(["diagnostics", SERIAL, "crc_errors_24h"], 5000)],
                              answer("resolved", diagnosis="no_fault_found", action="none")),
-    "missing optical reading": ([_set(["diagnostics", SERIAL, "optical_rx_dbm"], None)],
+    "missing optical reading": ([set_at(["diagnostics", SERIAL, "optical_rx_dbm"], None)],
                                 answer("escalated", diagnosis="line_fault", action="none", team="field_technician")),
-    "-27.1 dBm": ([_set(["diagnostics", SERIAL, "optical_rx_dbm"], -27.1)],
+    "-27.1 dBm": ([set_at(["diagnostics", SERIAL, "optical_rx_dbm"], -27.1)],
                   answer("escalated", diagnosis="line_fault", action="none", team="field_technician")),
     # No firmware in the diagnostics: the account's 4.9.2 is older than 4.9.12 (as numbers, not text).
     "firmware from the account": ([lambda w: w["diagnostics"][SERIAL].pop("firmware"),
-                                   _set(["account", "devices", 0, "firmware"], "4.9.2")],
+                                   set_at(["account", "devices", 0, "firmware"], "4.9.2")],
                                   answer("escalated", diagnosis="outdated_firmware", action="firmware_update",
                                          team="tier2_network")),
-    "provisioning": ([_set(["diagnostics", SERIAL, "provisioning_state"], "Profile_Mismatch")],
+    "provisioning": ([set_at(["diagnostics", SERIAL, "provisioning_state"], "Profile_Mismatch")],
                      answer("escalated", diagnosis="provisioning_error", action="reprovision", team="tier2_network")),
-    "an incident covers": ([_set(["incidents", 0, "status"], " ACTIVE")],
+    "an incident covers": ([set_at(["incidents", 0, "status"], " ACTIVE")],
                            answer("linked_to_outage", incident="INC-1", diagnosis="area_outage")),
-    "two cover, earliest wins": ([_set(["incidents", 0, "status"], "active"), _set(["incidents", 1, "areas"], ["KS4"]),
-                                  _set(["incidents", 0, "started"], "2024-06-15T03:00")],
+    "two cover, earliest wins": ([set_at(["incidents", 0, "status"], "active"), set_at(["incidents", 1, "areas"], ["KS4"]),
+                                  set_at(["incidents", 0, "started"], "2024-06-15T03:00")],
                                  answer("linked_to_outage", incident="INC-2", diagnosis="area_outage")),
-    "priority care, no business": ([_set(["account", "plan"], "Fibre 500"),
-                                    _set(["account", "priority_care"], True)],
+    "priority care, no business": ([set_at(["account", "plan"], "Fibre 500"),
+                                    set_at(["account", "priority_care"], True)],
                                    answer("escalated", priority="P1", diagnosis="device_fault", action="none",
                                           team="device_replacement")),
-    "residential, one repeat": ([_set(["account", "plan"], "Fibre 500")],
+    "residential, one repeat": ([set_at(["account", "plan"], "Fibre 500")],
                                 answer("escalated", priority="P3", diagnosis="device_fault", action="none",
                                        team="device_replacement")),
-    "residential, two repeats": ([_set(["account", "plan"], "Fibre 500"),
-                                  _set(["account", "tickets", 1, "opened"], "2024-06-14")],
+    "residential, two repeats": ([set_at(["account", "plan"], "Fibre 500"),
+                                  set_at(["account", "tickets", 1, "opened"], "2024-06-14")],
                                  answer("escalated", priority="P2", diagnosis="device_fault", action="none",
                                         team="device_replacement")),
-    "suspended": ([_set(["account", "status"], " Suspended")], answer("account_ineligible", ticket=False)),
-    "wrong passcode wins over a suspended account": ([_set(["account", "status"], "suspended"),
-                                                      _set(["inputs", "passcode"], "4812")],
+    "suspended": ([set_at(["account", "status"], " Suspended")], answer("account_ineligible", ticket=False)),
+    "wrong passcode wins over a suspended account": ([set_at(["account", "status"], "suspended"),
+                                                      set_at(["inputs", "passcode"], "4812")],
                                                      answer("identity_not_verified", ticket=False)),
-    "unknown caller": ([_set(["inputs", "caller_name"], "Tom Quinn")], answer("identity_not_verified", ticket=False)),
-    "authorised user": ([_set(["inputs", "caller_name"], "Tom Quinn"),
-                         _set(["account", "authorised_users"], ["tom  QUINN "])],
+    "unknown caller": ([set_at(["inputs", "caller_name"], "Tom Quinn")], answer("identity_not_verified", ticket=False)),
+    "authorised user": ([set_at(["inputs", "caller_name"], "Tom Quinn"),
+                         set_at(["account", "authorised_users"], ["tom  QUINN "])],
                         answer("escalated", diagnosis="device_fault", action="none", team="device_replacement")),
 }
 
@@ -149,13 +118,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_hand_checked_worlds(case):
     edits, want = CASES[case]
-    world = hand_world()
-    for edit in edits:
-        edit(world)
-    assert procedure.expected(world) == want
-    call, ctx = direct_call(world)
-    assert procedure.oracle(world["inputs"], call) == want
-    assert DOMAIN.state_errors(ctx.state, want) == {}
+    check_pinned(DOMAIN, hand_world(), want, edits)
 
 
 # ----------------------------------------------------------------------------- rules
@@ -190,7 +153,7 @@ def test_find_device_needs_exactly_one_match():
 
 def test_tools_enforce_the_chain_like_a_console():
     world = hand_world()
-    call, ctx = direct_call(world)
+    call, ctx = direct_call(TOOLS, world)
     with pytest.raises(ToolError, match="authenticate the caller first"):
         call("open_ticket", {"session_token": "ST-0123456789ab", "device_serial": SERIAL, "category": "intermittent",
                              "priority": "P1"})
@@ -216,7 +179,7 @@ def test_tools_enforce_the_chain_like_a_console():
 
 
 def test_three_failed_passcodes_lock_authentication():
-    call, _ = direct_call(hand_world())
+    call, _ = direct_call(TOOLS, hand_world())
     results = [call("authenticate", {"account_id": "KB-100200", "passcode": "0000"}) for _ in range(3)]
     assert [r["attempts_remaining"] for r in results] == [2, 1, 0]
     with pytest.raises(ToolError, match="locked"):
@@ -227,7 +190,7 @@ def test_a_remote_action_changes_the_next_diagnostics():
     world = hand_world()
     _remedy(True)(world)
     world["diagnostics"][SERIAL]["reboots_7d"] = 1
-    call, _ = direct_call(world)
+    call, _ = direct_call(TOOLS, world)
     token = call("authenticate", {"account_id": "KB-100200", "passcode": "4821"})["session_token"]
     ticket = call("open_ticket", {"session_token": token, "device_serial": SERIAL, "category": "intermittent",
                                   "priority": "P1"})["ticket_id"]
@@ -276,25 +239,9 @@ def test_the_recorded_actions_must_agree_with_the_answer():
     assert play(early, lambda n, a: a)[0] == 1.0
 
 
-def test_harness_contract_and_check_env():
-    H.check_contract()
-    H.check_env()
-
-
-def test_oracle_scores_one_on_500_tasks():
-    stats = H.check_oracle(500)
+def test_oracle_step_count():
+    stats = H.check_oracle(100)
     assert stats["max_steps"] <= 12
-
-
-@pytest.mark.parametrize("difficulty", [{"noise": 0, "devices": 1, "history": 0},
-                                        {"noise": 2, "distractors": False, "devices": 4, "history": 12}])
-def test_oracle_at_the_difficulty_extremes(difficulty):
-    H.check_oracle(100, difficulty=difficulty, seed=7)
-
-
-def test_no_label_leak():
-    report = H.check_no_label_leak(500)
-    assert report.exact_rate <= 0.2
 
 
 def test_label_distribution_is_balanced():
@@ -316,7 +263,7 @@ def test_every_scenario_gives_its_intended_path_at_every_noise_level():
     seen = Counter()
     for noise in (0, 1, 2):
         for seed in range(150):
-            world = generate_world(np.random.default_rng(seed), {"noise": noise})
+            world = DOMAIN.world(seed, {"noise": noise})
             key, value = intended[world["meta"]["scenario"]]
             assert procedure.expected(world)[key] == value, (noise, seed)
             seen[world["meta"]["scenario"]] += 1
@@ -327,7 +274,7 @@ def test_noise_knob_irregular_text_and_missing_fields():
     def stats(noise):
         out = Counter()
         for seed in range(200):
-            w = generate_world(np.random.default_rng(seed), {"noise": noise})
+            w = DOMAIN.world(seed, {"noise": noise})
             acc = w["account"]
             out["irregular"] += acc["status"] != acc["status"].strip().lower() or acc["plan"].strip() != acc["plan"]
             out["no_care"] += "priority_care" not in acc
@@ -338,61 +285,3 @@ def test_noise_knob_irregular_text_and_missing_fields():
     assert noisy["irregular"] > 20 and noisy["no_care"] > 20 and noisy["no_firmware"] > 5
 
 
-@pytest.mark.parametrize("difficulty, match", [({"devices": 5}, r"'devices' must be an integer in \[1, 4\]"),
-                                               ({"history": -1}, r"'history' must be an integer in \[0, 12\]"),
-                                               ({"noise": 3}, "noise"), ({"device": 2}, "Did you mean 'devices'")])
-def test_difficulty_is_validated(difficulty, match):
-    with pytest.raises(ConfigError, match=match):
-        DOMAIN.resolve_difficulty(difficulty)
-
-
-_DIGEST = """
-import hashlib, sys
-from mtrl_gym.envs.sop import canonical
-from mtrl_gym.envs.sop.customer_service import {cls}
-domain = {cls}()
-h = hashlib.sha256()
-for noise in (0, 1, 2):
-    for seed in range(200):
-        world = domain.world(seed, {{"noise": noise}})
-        h.update(canonical([world, domain.expected(world)]).encode())
-print(h.hexdigest())
-"""
-
-
-def test_many_worlds_are_identical_under_another_hash_seed():
-    """600 worlds and labels digested here and in a process with another hash seed (catches set order)."""
-    code = _DIGEST.format(cls=type(DOMAIN).__name__)
-    hash_seed = "1" if os.environ.get("PYTHONHASHSEED") == "4242" else "4242"  # never this process's
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": hash_seed}).stdout
-    digest = hashlib.sha256()
-    for noise in (0, 1, 2):
-        for seed in range(200):
-            world = DOMAIN.world(seed, {"noise": noise})
-            digest.update(canonical([world, DOMAIN.expected(world)]).encode())
-    assert other == digest.hexdigest() + "\n"
-
-
-@settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]), devices=st.integers(1, 4))
-def test_same_seed_same_world(seed, noise, devices):
-    H.check_same_seed(seed, {"noise": noise, "devices": devices})
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with H.worker() as w:
-        yield w
-
-
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 2]))
-def test_same_seed_same_world_across_processes(worker, seed, noise):
-    H.check_across_processes(worker, seed, {"noise": noise})
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), seed=st.integers(0, 2**31 - 1))
-def test_any_text_and_any_arguments_never_raise(data, seed):
-    H.check_any_actions(data, seed)

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
-from harness import SOPHarness
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from harness import SOPHarness, direct_call
 
-from mtrl_gym.envs.sandbox import ToolContext, ToolError
-from mtrl_gym.envs.sop.dangerous_goods import DangerousGoods, DangerousGoodsEnv
+from mtrl_gym.envs.sandbox import ToolError
+from mtrl_gym.envs.sop.dangerous_goods import DangerousGoods
 from mtrl_gym.envs.sop.dangerous_goods.procedure import expected_answer, oracle
 from mtrl_gym.envs.sop.dangerous_goods.tools import TOOLS
 from mtrl_gym.envs.sop.dangerous_goods.world import CLASSES, hazard_class
-from mtrl_gym.error import ConfigError
 
 H = SOPHarness("mtrl/SOP-DangerousGoods-v0")
 DOMAIN = DangerousGoods()
@@ -24,15 +20,9 @@ DOMAIN = DangerousGoods()
 # ----------------------------------------------------------------------------- harness
 
 
-def test_oracle_is_exact_on_500_tasks():
-    stats = H.check_oracle(500)
+def test_oracle_step_count():
+    stats = H.check_oracle(100)
     assert stats["max_steps"] == 2 * 2 + 3 and stats["stateful_rate"] == 1.0  # shipment, SDS + lab each, file, submit
-
-
-@pytest.mark.parametrize("difficulty", [{"noise": 0, "products": 1}, {"noise": 2, "products": 4},
-                                        {"noise": 2, "distractors": False, "products": 3}])
-def test_oracle_is_exact_at_the_difficulty_extremes(difficulty):
-    H.check_oracle(60, difficulty=difficulty)
 
 
 def test_no_label_leak_and_balanced_labels():
@@ -42,40 +32,6 @@ def test_no_label_leak_and_balanced_labels():
     assert max(labels["fields"][f"{c}_score"] for c in ("flammability", "toxicity", "reactivity", "quantity")) <= 0.42
     assert labels["fields"]["total_score"] <= 0.2 and labels["fields"]["data_gaps"] <= 0.6
     assert labels["answer"] <= 0.01 and report.exact_rate == 0.0
-
-
-@settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]), products=st.integers(1, 4))
-def test_same_seed_same_world_tools_and_label(seed, noise, products):
-    H.check_same_seed(seed, {"noise": noise, "products": products})
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with H.worker() as w:
-        yield w
-
-
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]))
-def test_same_seed_same_world_in_another_process(worker, seed, noise):
-    H.check_across_processes(worker, seed, {"noise": noise})
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), seed=st.integers(0, 2**31 - 1))
-def test_any_text_and_any_tool_arguments_never_raise(data, seed):
-    H.check_any_actions(data, seed)
-
-
-def test_check_env_and_contract():
-    H.check_env()
-    H.check_contract()
-
-
-def test_difficulty_knob_range():
-    with pytest.raises(ConfigError, match="'products' must be between 1 and 4, got 5"):
-        DangerousGoodsEnv(difficulty={"products": 5})
 
 
 # ----------------------------------------------------------------------------- the procedure
@@ -168,22 +124,10 @@ def test_pinned_ties_go_to_the_higher_total_then_the_earlier_line():
     assert expected_answer(world)["governing_product"] == "PRD-22222"
 
 
-def _direct_call(world):
-    """``call(tool, arguments)`` straight on the tools (validation included), for a hand-made world."""
-    ctx = ToolContext(state=world)
-
-    def call(name, arguments):
-        tool = TOOLS[name]
-        args, problems = tool.validate(arguments)
-        assert not problems, problems
-        return json.loads(json.dumps(tool.invoke(args, ctx)))
-
-    return call
-
-
 def test_the_oracle_solves_the_pinned_world_through_the_tools():
     world = copy.deepcopy(_world_b())
-    answer = oracle({"shipment_id": "SHP-100001"}, _direct_call(world))
+    call, _ = direct_call(TOOLS, world, copy_world=False)
+    answer = oracle({"shipment_id": "SHP-100001"}, call)
     assert answer == expected_answer(_world_b())
     assert world["filings"] == [{"classification_id": "HZC-424242", "shipment_id": "SHP-100001",
                                  "product_code": "PRD-22222", "hazard_class": "Class B", "total_score": 7,
@@ -193,7 +137,7 @@ def test_the_oracle_solves_the_pinned_world_through_the_tools():
 
 def test_tool_errors_are_readable():
     world = _world_b()
-    call = _direct_call(world)
+    call, _ = direct_call(TOOLS, world, copy_world=False)
     with pytest.raises(ToolError, match="no lab report on file for product PRD-22222"):
         call("get_lab_report", {"product_code": " prd-22222"})
     with pytest.raises(ToolError, match="no safety data sheet for product 'PKG-500'.*not dangerous goods"):

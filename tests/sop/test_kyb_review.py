@@ -9,35 +9,20 @@ from collections import Counter
 import gymnasium
 import numpy as np
 import pytest
-from harness import SOPHarness
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from harness import SOPHarness, direct_call
 
-from mtrl_gym.envs.sandbox import ToolContext, ToolError
-from mtrl_gym.envs.sop import canonical, generate_tasks, parse_task_inputs, play_oracle
+from mtrl_gym.envs.sandbox import ToolError
+from mtrl_gym.envs.sop import canonical, generate_tasks, parse_task_inputs
 from mtrl_gym.envs.sop.kyb_review.catalog import business_key, match_score
 from mtrl_gym.envs.sop.kyb_review.people import Cast, person_variant
-from mtrl_gym.envs.sop.kyb_review.procedure import (
-    bank_check, beneficial_owners, classify_hit, decide, expected, oracle, ownership_check, registration_check,
-    total_stakes)
+from mtrl_gym.envs.sop.kyb_review.procedure import (bank_check, beneficial_owners, classify_hit, decide, expected,
+                                                    oracle, ownership_check, registration_check, total_stakes)
 from mtrl_gym.envs.sop.kyb_review.tools import TOOLS
-from mtrl_gym.envs.sop.kyb_review.world import draw_outcomes, generate_world
-from mtrl_gym.error import ConfigError
+from mtrl_gym.envs.sop.kyb_review.world import draw_outcomes
 
 ENV_ID = "mtrl/SOP-KYBReview-v0"
 H = SOPHarness(ENV_ID)
-
-
-def direct_call(world):
-    """``call`` for the oracle that runs the tools in-process on a copy of ``world`` (validated, JSON round trip)."""
-    ctx = ToolContext(state=copy.deepcopy(world))
-
-    def call(name, arguments):
-        args, problems = TOOLS[name].validate(arguments)
-        assert not problems, (name, problems)
-        return json.loads(json.dumps(TOOLS[name].invoke(args, ctx)))
-
-    return call, ctx
+DOMAIN = H.domain
 
 
 # ------------------------------------------------------------------------------------------ the rules
@@ -203,7 +188,7 @@ PINNED_NO_FILING_ANSWER = {"case_id": "KYB-R-777", "decision": "request_informat
                                            (PINNED_NO_FILING, PINNED_NO_FILING_ANSWER)])
 def test_pinned_worlds_reference_procedure_and_oracle(world, answer):
     assert expected(world) == answer
-    call, ctx = direct_call(world)
+    call, ctx = direct_call(TOOLS, world)
     got = oracle({"application_id": world["application_id"]}, call)
     assert {**got, "beneficial_owners": sorted(got["beneficial_owners"])} == answer
     assert ctx.state["cases"] == [{"case_id": answer["case_id"], "application_id": world["application_id"],
@@ -232,7 +217,7 @@ def test_pinned_traps_change_the_label():
 
 
 def test_tool_errors_and_not_found_replies():
-    call, _ = direct_call(PINNED_ESCALATE)
+    call, _ = direct_call(TOOLS, PINNED_ESCALATE)
     with pytest.raises(ToolError, match="no application 'APP-1'; application ids look like 'APP-123456'"):
         call("get_application", {"application_id": "APP-1"})
     with pytest.raises(ToolError, match="give a person's name of 1 to 200 characters"):
@@ -268,18 +253,14 @@ def test_case_with_the_wrong_decision_fails_the_case_field():
 
 
 def test_generated_outcomes_are_what_the_reference_procedure_finds():
-    for seed in range(150):
-        for noise in (0, 2):
-            label = expected(generate_world(np.random.default_rng(seed), {"noise": noise, "max_owners": 6}))
-            planned = draw_outcomes(np.random.default_rng(seed))
-            assert {k: label[k] for k in planned} == planned, seed
+    H.check_planned(lambda seed, world: draw_outcomes(np.random.default_rng(seed)), difficulty={"max_owners": 6})
 
 
 def test_noise_levels_differ():
     def traps(noise):
         c = Counter()
         for seed in range(150):
-            world = generate_world(np.random.default_rng(seed), {"noise": noise})
+            world = DOMAIN.world(seed, {"noise": noise})
             app = world["applications"][world["application_id"]]
             biz = app["business"]
             c["respelt name"] += any(r["legal_name"] != biz["legal_name"] and business_key(r["legal_name"]) ==
@@ -305,65 +286,6 @@ def test_label_distribution_is_balanced():
     assert without_ids.most_common(1)[0][1] / 500 < 0.35                   # the all-clear approval
 
 
-def test_difficulty_knobs_are_validated():
-    with pytest.raises(ConfigError, match=r"'max_owners' must be an int in \[1, 8\], got 9"):
-        gymnasium.make(ENV_ID, difficulty={"max_owners": 9})
-    with pytest.raises(ConfigError, match="max_owners"):
-        gymnasium.make(ENV_ID, difficulty={"max_owners": "4"})
-
-
 # --------------------------------------------------------------------------------- harness checks
 
 
-def test_oracle_scores_100_percent_on_500_tasks():
-    stats = H.check_oracle(500)
-    assert stats["max_steps"] <= 30
-
-
-@pytest.mark.parametrize("difficulty", [{"noise": 0, "distractors": False, "max_owners": 1},
-                                        {"noise": 2, "max_owners": 8}])
-def test_oracle_at_other_difficulties(difficulty):
-    H.check_oracle(60, difficulty=difficulty)
-
-
-def test_no_label_leak():
-    report = H.check_no_label_leak(500)
-    assert report.rules["case_id"] == "majority" and report.field_accuracy["case_id"] < 0.01
-
-
-def test_check_env_and_contract():
-    H.check_env()
-    H.check_contract()
-
-
-@settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]))
-def test_same_seed_same_world(seed, noise):
-    H.check_same_seed(seed, {"noise": noise})
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with H.worker() as w:
-        yield w
-
-
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 2]))
-def test_same_seed_same_world_across_processes(worker, seed, noise):
-    H.check_across_processes(worker, seed, {"noise": noise, "max_owners": 6})
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), seed=st.integers(0, 2**31 - 1))
-def test_any_text_and_any_tool_arguments_never_raise(data, seed):
-    H.check_any_actions(data, seed)
-
-
-def test_oracle_transcript_uses_real_tool_call_text():
-    env = gymnasium.make(ENV_ID)
-    transcript = []
-    reward, info, steps = play_oracle(env, seed=11, transcript=transcript)
-    assert reward == 1.0 and steps == len(transcript) - 1
-    assert transcript[1][0].startswith('<tool_call>{"name": "get_application"')
-    assert "open_case" in transcript[-2][0] and '"name": "submit"' in transcript[-1][0]

@@ -9,34 +9,19 @@ from collections import Counter
 import gymnasium
 import numpy as np
 import pytest
-from harness import SOPHarness
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from harness import SOPHarness, direct_call
 
-from mtrl_gym.envs.sandbox import ToolContext, ToolError
-from mtrl_gym.envs.sop import canonical, generate_tasks, parse_task_inputs, play_oracle
-from mtrl_gym.envs.sop.patient_intake import PatientIntake
-from mtrl_gym.envs.sop.patient_intake.procedure import (
-    allergy_risk, care_pathway, coverage_status, expected, medication_risk, normalize_member_id, oracle,
-    reaction_is_severe)
+from mtrl_gym.envs.sandbox import ToolError
+from mtrl_gym.envs.sop import canonical, generate_tasks, parse_task_inputs
+from mtrl_gym.envs.sop.patient_intake.procedure import (allergy_risk, care_pathway, coverage_status, expected,
+                                                        medication_risk, normalize_member_id, oracle,
+                                                        reaction_is_severe)
 from mtrl_gym.envs.sop.patient_intake.tools import TOOLS
-from mtrl_gym.envs.sop.patient_intake.world import draw_outcomes, generate_world
-from mtrl_gym.error import ConfigError
+from mtrl_gym.envs.sop.patient_intake.world import draw_outcomes
 
 ENV_ID = "mtrl/SOP-PatientIntake-v0"
 H = SOPHarness(ENV_ID)
-
-
-def direct_call(world):
-    """``call`` for the oracle that runs the tools in-process on a copy of ``world`` (validated, JSON round trip)."""
-    ctx = ToolContext(state=copy.deepcopy(world))
-
-    def call(name, arguments):
-        args, problems = TOOLS[name].validate(arguments)
-        assert not problems, (name, problems)
-        return json.loads(json.dumps(TOOLS[name].invoke(args, ctx)))
-
-    return call, ctx
+DOMAIN = H.domain
 
 
 # ------------------------------------------------------------------------------------------ the rules
@@ -146,7 +131,7 @@ PINNED_STANDARD_ANSWER = {"registration_id": "ST-31337", "insurance_status": "se
                                            (PINNED_STANDARD, PINNED_STANDARD_ANSWER)])
 def test_pinned_worlds_reference_procedure_and_oracle(world, answer):
     assert expected(world) == answer
-    call, ctx = direct_call(world)
+    call, ctx = direct_call(TOOLS, world)
     assert oracle({"intake_id": world["intake_id"]}, call) == answer
     assert ctx.state["registrations"][0]["registration_id"] == answer["registration_id"]
 
@@ -169,7 +154,7 @@ def test_pinned_traps_change_the_label():
 
 
 def test_tool_errors_name_the_problem():
-    call, ctx = direct_call(PINNED_HIGH)
+    call, ctx = direct_call(TOOLS, PINNED_HIGH)
     with pytest.raises(ToolError, match="no intake form 'INT-99999'; intake ids look like 'INT-12345'"):
         call("get_intake_form", {"intake_id": "INT-99999"})
     with pytest.raises(ToolError, match=r"no medication named 'lipitorr'\. Did you mean 'lipitor'\?"):
@@ -188,7 +173,7 @@ def test_tool_errors_name_the_problem():
 
 
 def test_tool_results_carry_the_noise_the_sop_handles():
-    call, _ = direct_call(PINNED_HIGH)
+    call, _ = direct_call(TOOLS, PINNED_HIGH)
     found = call("search_pharmacies", {"name": "OAKRIDGE pharmacy", "zip_code": ""})
     assert [p["pharmacy_id"] for p in found["results"]] == ["PH-11111", "PH-22222", "PH-33333"]
     assert {p["status"] for p in found["results"]} == {"OPEN"}
@@ -217,19 +202,14 @@ def test_registration_with_wrong_values_fails_the_registration_field():
 
 
 def test_generated_outcomes_are_what_the_reference_procedure_finds():
-    for seed in range(300):
-        for noise in (0, 2):
-            world = generate_world(np.random.default_rng(seed), {"noise": noise})
-            label = expected(world)
-            planned = draw_outcomes(np.random.default_rng(seed))
-            assert {k: label[k] for k in planned} == planned, seed
+    H.check_planned(lambda seed, world: draw_outcomes(np.random.default_rng(seed)), n=300)
 
 
 def test_noise_levels_differ():
     def traps(noise):
         c = Counter()
         for seed in range(150):
-            world = generate_world(np.random.default_rng(seed), {"noise": noise})
+            world = DOMAIN.world(seed, {"noise": noise})
             form = world["forms"][world["intake_id"]]
             c["blank reaction"] += any(not str(a.get("reaction", "")).strip() for a in form["allergies"])
             c["missing section"] += "insurance" not in form or "preferred_pharmacy" not in form
@@ -253,66 +233,6 @@ def test_label_distribution_is_balanced():
     assert decisions.most_common(1)[0][1] / 500 < 0.06
 
 
-def test_difficulty_knobs_are_validated():
-    with pytest.raises(ConfigError, match=r"'max_medications' must be an int in \[2, 10\], got 11"):
-        gymnasium.make(ENV_ID, difficulty={"max_medications": 11})
-    with pytest.raises(ConfigError, match="unknown difficulty knob 'max_meds'"):
-        gymnasium.make(ENV_ID, difficulty={"max_meds": 3})
-    assert PatientIntake().world(5, {"max_medications": 2})["forms"]
-
-
 # --------------------------------------------------------------------------------- harness checks
 
 
-def test_oracle_scores_100_percent_on_500_tasks():
-    stats = H.check_oracle(500)
-    assert stats["max_steps"] <= 30
-
-
-@pytest.mark.parametrize("difficulty", [{"noise": 0, "distractors": False, "max_medications": 2},
-                                        {"noise": 2, "max_medications": 10}])
-def test_oracle_at_other_difficulties(difficulty):
-    H.check_oracle(60, difficulty=difficulty)
-
-
-def test_no_label_leak():
-    report = H.check_no_label_leak(500)
-    assert report.rules["registration_id"] == "majority" and report.field_accuracy["registration_id"] < 0.01
-
-
-def test_check_env_and_contract():
-    H.check_env()
-    H.check_contract()
-
-
-@settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]))
-def test_same_seed_same_world(seed, noise):
-    H.check_same_seed(seed, {"noise": noise})
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with H.worker() as w:
-        yield w
-
-
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 2]))
-def test_same_seed_same_world_across_processes(worker, seed, noise):
-    H.check_across_processes(worker, seed, {"noise": noise})
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), seed=st.integers(0, 2**31 - 1))
-def test_any_text_and_any_tool_arguments_never_raise(data, seed):
-    H.check_any_actions(data, seed)
-
-
-def test_oracle_transcript_uses_real_tool_call_text():
-    env = gymnasium.make(ENV_ID)
-    transcript = []
-    reward, info, steps = play_oracle(env, seed=11, transcript=transcript)
-    assert reward == 1.0 and steps == len(transcript) - 1
-    assert transcript[1][0].startswith('<tool_call>{"name": "get_intake_form"')
-    assert "register_patient" in transcript[-2][0] and '"name": "submit"' in transcript[-1][0]

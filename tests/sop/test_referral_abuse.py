@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
-from harness import SOPHarness
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from harness import SOPHarness, direct_call
 
-from mtrl_gym.envs.sandbox import ToolContext, ToolError
-from mtrl_gym.envs.sop.referral_abuse import ReferralAbuse, ReferralAbuseEnv
+from mtrl_gym.envs.sandbox import ToolError
+from mtrl_gym.envs.sop.referral_abuse import ReferralAbuse
 from mtrl_gym.envs.sop.referral_abuse.procedure import expected_answer, normalize_address, oracle, parse_time
 from mtrl_gym.envs.sop.referral_abuse.tools import TOOLS
 from mtrl_gym.envs.sop.referral_abuse.world import ACTION_MATRIX, ACTIONS, SEVERITIES, severity_of
-from mtrl_gym.error import ConfigError
 
 H = SOPHarness("mtrl/SOP-ReferralAbuse-v0")
 DOMAIN = ReferralAbuse()
@@ -24,16 +20,10 @@ DOMAIN = ReferralAbuse()
 # ----------------------------------------------------------------------------- harness
 
 
-def test_oracle_is_exact_on_500_tasks():
+def test_oracle_step_count():
     stats = H.check_oracle(500)
     assert stats["max_steps"] <= 2 * 6 + 4  # referrer, referrals, 2 per reviewed referral, case, submit
     assert 0.6 < stats["stateful_rate"] < 0.8  # a case unless the severity is none
-
-
-@pytest.mark.parametrize("difficulty", [{"noise": 0, "referrals": 3}, {"noise": 2, "referrals": 10},
-                                        {"noise": 2, "distractors": False, "referrals": 5}])
-def test_oracle_is_exact_at_the_difficulty_extremes(difficulty):
-    H.check_oracle(60, difficulty=difficulty)
 
 
 def test_no_label_leak_and_balanced_labels():
@@ -44,40 +34,6 @@ def test_no_label_leak_and_balanced_labels():
     assert labels["fields"]["flagged_referrals"] <= 0.4 and labels["fields"]["case_id"] <= 0.32
     assert labels["fields"]["clawback_amount"] <= 0.72  # 0 whenever the action claws nothing back
     assert labels["answer"] <= 0.05 and report.exact_rate <= 0.05  # "nothing wrong" answers repeat
-
-
-@settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]), referrals=st.integers(3, 10))
-def test_same_seed_same_world_tools_and_label(seed, noise, referrals):
-    H.check_same_seed(seed, {"noise": noise, "referrals": referrals})
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with H.worker() as w:
-        yield w
-
-
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]))
-def test_same_seed_same_world_in_another_process(worker, seed, noise):
-    H.check_across_processes(worker, seed, {"noise": noise})
-
-
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), seed=st.integers(0, 2**31 - 1))
-def test_any_text_and_any_tool_arguments_never_raise(data, seed):
-    H.check_any_actions(data, seed)
-
-
-def test_check_env_and_contract():
-    H.check_env()
-    H.check_contract()
-
-
-def test_difficulty_knob_range():
-    with pytest.raises(ConfigError, match="'referrals' must be between 3 and 10, got 2"):
-        ReferralAbuseEnv(difficulty={"referrals": 2})
 
 
 # ----------------------------------------------------------------------------- the procedure
@@ -205,21 +161,10 @@ def test_pinned_variations():
                                       "case_id": None}
 
 
-def _direct_call(world):
-    ctx = ToolContext(state=world)
-
-    def call(name, arguments):
-        tool = TOOLS[name]
-        args, problems = tool.validate(arguments)
-        assert not problems, problems
-        return json.loads(json.dumps(tool.invoke(args, ctx)))
-
-    return call
-
-
 def test_the_oracle_solves_the_pinned_world_through_the_tools():
     world = copy.deepcopy(_world())
-    answer = oracle({"account_id": "AC-100000", "review_date": "2024-06-30"}, _direct_call(world))
+    call, _ = direct_call(TOOLS, world, copy_world=False)
+    answer = oracle({"account_id": "AC-100000", "review_date": "2024-06-30"}, call)
     assert answer == expected_answer(_world())
     assert world["cases"] == [{"case_id": "RAC-777777", "account_id": "AC-100000", "severity": "medium",
                                "action": "claw_back", "flagged_referral_ids": ["RF-A", "RF-B"], "clawback_amount": 50,
@@ -231,7 +176,7 @@ def test_the_oracle_solves_the_pinned_world_through_the_tools():
 def test_tool_errors_and_case_checks():
     world = _world()
     del world["activity"]["AC-D"]
-    call = _direct_call(world)
+    call, _ = direct_call(TOOLS, world, copy_world=False)
     with pytest.raises(ToolError, match="no activity record exists for account AC-D"):
         call("get_activity", {"account_id": "ac-d"})
     with pytest.raises(ToolError, match="no account 'AC-404'"):

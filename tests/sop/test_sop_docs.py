@@ -29,7 +29,7 @@ def table(name):
 
 def test_the_domain_table_matches_the_registered_domains():
     rows = {r[0].strip("`"): r for r in table("domains")}
-    assert sorted(rows) == sorted(SOP_IDS) and len(SOP_IDS) == 6
+    assert sorted(rows) == sorted(SOP_IDS) and len(SOP_IDS) == 13
     for env_id, (_, _, fields, tools, knobs) in rows.items():
         domain = gymnasium.make(env_id).unwrapped.domain
         assert re.findall(r"`(\w+)`", fields) == list(domain.output_schema), env_id

@@ -15,13 +15,13 @@ table of domains are in ``docs/sop.md``. Importing this package does not import 
 
 from __future__ import annotations
 
-from mtrl_gym.envs.sop.base import (NOISE_LEVELS, SPLITS, OracleError, SOPDomain, SOPEnv, canonical,
+from mtrl_gym.envs.sop.base import (NOISE_LEVELS, SPLITS, OracleError, RecordCheck, SOPDomain, SOPEnv, canonical,
                                     parse_task_inputs, play_oracle, render_task)
 from mtrl_gym.envs.sop.grading import FIELD_TYPES, ITEM_TYPES, Field, GradeResult, check_expected, grade, normalize_enum
 from mtrl_gym.envs.sop.tasks import generate_tasks, parse_difficulty, split_seeds, task_id
 
 __all__ = [
-    "SOPDomain", "SOPEnv", "SPLITS", "NOISE_LEVELS", "OracleError", "play_oracle", "render_task",
+    "SOPDomain", "SOPEnv", "RecordCheck", "SPLITS", "NOISE_LEVELS", "OracleError", "play_oracle", "render_task",
     "parse_task_inputs", "canonical",
     "Field", "GradeResult", "grade", "check_expected", "normalize_enum", "FIELD_TYPES", "ITEM_TYPES",
     "generate_tasks", "split_seeds", "task_id", "parse_difficulty",

@@ -23,6 +23,7 @@ import re
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from mtrl_gym.envs.sandbox.tools import ToolError, ToolSet
 from mtrl_gym.envs.sop.grading import Field, GradeResult, check_expected, grade
 from mtrl_gym.error import ConfigError, Error, InvalidTask
 
-__all__ = ["SOPDomain", "SOPEnv", "SPLITS", "NOISE_LEVELS", "OracleError", "render_task", "parse_task_inputs",
+__all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "SPLITS", "NOISE_LEVELS", "OracleError", "render_task", "parse_task_inputs",
            "play_oracle", "canonical"]
 
 #: World-seed ranges ``[low, high)`` of the dataset splits: train and validation never share a world.
@@ -70,8 +71,45 @@ def parse_task_inputs(text: str) -> dict[str, Any]:
     return json.loads(m.group(1))
 
 
+@dataclass(frozen=True)
+class RecordCheck:
+    """The check of a domain's stateful action, declared instead of written: the world's list
+    ``state[collection]`` must hold a record whose ``id_key`` is the answer's ``field`` and whose
+    ``fields`` equal the answer's; when the answer's ``field`` is null, no record may exist.
+    A failed check fails ``field`` (see :meth:`SOPDomain.state_errors`)."""
+
+    field: str
+    """The answer field that carries the id the stateful action returned."""
+    collection: str
+    """The key of the world's list of recorded records (cases, filings, registrations, ...)."""
+    fields: tuple[str, ...] = ()
+    """Answer fields the record must carry with the same name and value."""
+    what: str = "record"
+    """What a record is called in the failure reason."""
+    id_key: str | None = None
+    """The record's id key, when it is not named like ``field``."""
+
+    def errors(self, state: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, str]:
+        records = state[self.collection]
+        rid = expected[self.field]
+        if rid is None:
+            return {self.field: f"a {self.what} was recorded although the SOP records none"} if records else {}
+        made = [r for r in records if r.get(self.id_key or self.field) == rid]
+        if not made:
+            return {self.field: f"no {self.what} {rid} was recorded"}
+        wrong = [f"{k}={made[0].get(k)!r} (expected {expected[k]!r})" for k in self.fields
+                 if canonical(made[0].get(k)) != canonical(expected[k])]
+        return {self.field: f"the {self.what} was recorded with " + ", ".join(wrong)} if wrong else {}
+
+
 class SOPDomain(ABC):
-    """One SOP business domain. Subclass it, set the attributes and implement the four methods.
+    """One SOP business domain. Subclass it, set the attributes and provide the three parts.
+
+    A domain writes only what is its own: the SOP text, the output schema, the tools, the
+    difficulty knobs with their limits, and three functions, usually module-level functions
+    of its package assigned as static methods (``generate = staticmethod(generate_world)``,
+    ``expected = staticmethod(procedure.expected)``, ``oracle = staticmethod(procedure.oracle)``).
+    ``task_inputs`` defaults to the world's ``"inputs"`` entry; ``state_errors`` to none.
 
     ``generate``, ``task_inputs`` and ``expected`` must be pure: every random draw from the
     given ``rng``, no mutation of the world (tools mutate a per-episode copy). Worlds are
@@ -90,12 +128,17 @@ class SOPDomain(ABC):
     """Names of tools the SOP never needs (hidden when ``difficulty["distractors"]`` is false)."""
     default_difficulty: Mapping[str, Any] = {"noise": 1, "distractors": True}
     """The difficulty knobs and their defaults; overrides must keep each knob's type."""
+    difficulty_limits: Mapping[str, tuple[int, int]] = {}
+    """Inclusive ``(low, high)`` ranges of the integer knobs (``noise`` is always ``(0, 2)``): checked
+    on every override, so a domain writes no range checks of its own."""
     role: str = "You are an operations agent. Follow the standard operating procedure (SOP) below exactly."
     """The first paragraph of the system prompt."""
     request: str = "Handle the case below by following the SOP, then submit the final JSON object."
     """The sentence above the task inputs in the first observation."""
     max_tool_calls: int = 30
     """The env's default tool-call budget (the final answer does not count)."""
+    record_check: RecordCheck | None = None
+    """The declared check of the stateful action (used by the default :meth:`state_errors`)."""
 
     # ------------------------------------------------------------------ to implement
 
@@ -103,9 +146,13 @@ class SOPDomain(ABC):
     def generate(self, rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
         """The world of one task: entities, records and counters (JSON-ready), drawn from ``rng`` only."""
 
-    @abstractmethod
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        """What the task prompt shows (ids, the request): never the label or anything it can be read from."""
+        """What the task prompt shows (ids, the request): never the label or anything it can be read from.
+
+        The default is a copy of ``world["inputs"]``: a generator that keeps the prompt's
+        inputs there needs no override.
+        """
+        return dict(world["inputs"])
 
     @abstractmethod
     def expected(self, world: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,17 +169,17 @@ class SOPDomain(ABC):
     # ------------------------------------------------------------------ optional hooks
 
     def check_difficulty(self, difficulty: Mapping[str, Any]) -> None:
-        """Raise :class:`ConfigError` for knob values out of range (types are already checked)."""
-        if "noise" in difficulty and difficulty["noise"] not in NOISE_LEVELS:
-            raise ConfigError(f"difficulty knob 'noise' must be one of {NOISE_LEVELS}, got {difficulty['noise']!r}")
+        """Raise :class:`ConfigError` for knob combinations the domain cannot build (types, ``noise``
+        and :attr:`difficulty_limits` are already checked); the default accepts all."""
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """Output fields the final world state contradicts, with the reason (default: none).
 
         Use it when a stateful action must have been taken with the right values (a case
-        filed with the submitted classification): the named fields then score 0.
+        filed with the submitted classification): the named fields then score 0. The default
+        applies :attr:`record_check` (none: no state check).
         """
-        return {}
+        return {} if self.record_check is None else self.record_check.errors(state, expected)
 
     # ------------------------------------------------------------------ provided
 
@@ -182,8 +229,17 @@ class SOPDomain(ABC):
                 raise ConfigError(f"difficulty knob {key!r} of {self.name} must be of type {type(default).__name__} "
                                   f"(like its default {default!r}), got {value!r}")
             merged[key] = value
+        self._check_limits(merged)
         self.check_difficulty(merged)
         return merged
+
+    def _check_limits(self, difficulty: Mapping[str, Any]) -> None:
+        if "noise" in difficulty and difficulty["noise"] not in NOISE_LEVELS:
+            raise ConfigError(f"difficulty knob 'noise' must be one of {NOISE_LEVELS}, got {difficulty['noise']!r}")
+        for key, (low, high) in self.difficulty_limits.items():
+            if key in difficulty and not low <= difficulty[key] <= high:
+                raise ConfigError(f"difficulty knob {key!r} of {self.name} must be between {low} and {high}, "
+                                  f"got {difficulty[key]!r}")
 
     def world(self, seed: int, difficulty: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The world of ``seed`` under ``difficulty`` (resolved over the defaults)."""
@@ -229,6 +285,13 @@ class SOPDomain(ABC):
         except (TypeError, ValueError):
             raise ConfigError(f"{who}.default_difficulty must be JSON-ready, got "
                               f"{self.default_difficulty!r}") from None
+        for key, limits in self.difficulty_limits.items():
+            default = self.default_difficulty.get(key)
+            if isinstance(default, bool) or not isinstance(default, int) or not (
+                    isinstance(limits, tuple) and len(limits) == 2 and limits[0] <= limits[1]):
+                raise ConfigError(f"{who}.difficulty_limits[{key!r}] must be a (low, high) range of an integer knob "
+                                  f"of default_difficulty, got {limits!r} for the default {default!r}")
+        self._check_limits(self.default_difficulty)
         self.check_difficulty(self.default_difficulty)
 
 

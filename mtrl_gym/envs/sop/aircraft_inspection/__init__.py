@@ -8,14 +8,12 @@ is ``sop.md`` in this package.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 from mtrl_gym.envs.sop.aircraft_inspection import procedure
 from mtrl_gym.envs.sop.aircraft_inspection.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.aircraft_inspection.world import DEFAULT_DIFFICULTY, check_difficulty, generate_world
+from mtrl_gym.envs.sop.aircraft_inspection.world import DEFAULT_DIFFICULTY, generate_world
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
 
@@ -48,22 +46,10 @@ class AircraftInspection(SOPDomain):
             "operating procedure (SOP) below exactly, using the maintenance system tools.")
     request = ("An aircraft is due for its release inspection. Carry out the inspection by following the SOP, "
                "record it, then submit the final JSON record.")
-
-    def check_difficulty(self, difficulty: Mapping[str, Any]) -> None:
-        super().check_difficulty(difficulty)
-        check_difficulty(difficulty)
-
-    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
-        return generate_world(rng, difficulty)
-
-    def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(world["inputs"])
-
-    def expected(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return procedure.expected(world)
-
-    def oracle(self, inputs: Mapping[str, Any], call: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
-        return procedure.oracle(inputs, call)
+    difficulty_limits = {"ads": (1, 8)}
+    generate = staticmethod(generate_world)
+    expected = staticmethod(procedure.expected)
+    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """The recorded inspection must exist, under the task's inspector, with the label's results."""

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
 from mtrl_gym.envs.sop.aircraft_inspection.procedure import inspection_id, norm
+from mtrl_gym.envs.sop.kit import find
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_aircraft", "get_engine_data", "get_landing_gear",
            "get_avionics_faults", "lookup_mel", "list_ads", "get_ad_record", "record_inspection",
@@ -54,10 +55,8 @@ def get_engine_data(ctx: ToolContext, engine_serial: str) -> dict[str, Any]:
     Args:
         engine_serial: The engine serial number, e.g. "EN-40213".
     """
-    engine = ctx.state["engines"].get(engine_serial.strip().upper())
-    if engine is None:
-        raise ToolError(f"no engine {engine_serial!r}; installed engines are listed by get_aircraft")
-    return engine
+    return find(ctx.state["engines"], engine_serial,
+                f"no engine {engine_serial!r}; installed engines are listed by get_aircraft")
 
 
 @tool

@@ -24,13 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from mtrl_gym.error import ConfigError
+from mtrl_gym.envs.sop.kit import pick, vary_case
 
-__all__ = ["generate_world", "check_difficulty", "DEFAULT_DIFFICULTY", "TYPES", "FAULT_CODES", "MEL_DAYS"]
+__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "TYPES", "FAULT_CODES", "MEL_DAYS"]
 
 #: Default difficulty: record noise (0-2), distractor tools shown, ADs listed for the type (1-8).
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "ads": 4}
-_LIMITS = {"noise": (0, 2), "ads": (1, 8)}
 
 #: Aircraft type -> engines, tyre and brake positions, MSN range, rated tyre pressure (nose, main).
 TYPES: dict[str, dict[str, Any]] = {
@@ -57,42 +56,6 @@ _SUBJECTS = ("Fuel pump wiring inspection", "Elevator hinge fitting", "Cabin oxy
              "Wing spar cap corrosion", "Cargo door latch", "Rudder trim actuator", "APU fire bottle squib")
 
 
-def check_difficulty(difficulty: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The difficulty with defaults filled in; raises ``ConfigError`` naming a bad knob."""
-    out = dict(DEFAULT_DIFFICULTY)
-    for key, value in (difficulty or {}).items():
-        if key not in out:
-            raise ConfigError(f"unknown AircraftInspection difficulty knob {key!r}; the knobs are {sorted(out)}")
-        out[key] = value
-    for key, (low, high) in _LIMITS.items():
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"AircraftInspection difficulty {key!r} must be an integer in [{low}, {high}], "
-                              f"got {value!r}")
-    if not isinstance(out["distractors"], bool):
-        raise ConfigError(f"AircraftInspection difficulty 'distractors' must be true or false, "
-                          f"got {out['distractors']!r}")
-    return out
-
-
-def _pick(rng: np.random.Generator, items):
-    return items[int(rng.integers(len(items)))]
-
-
-def _vary(rng: np.random.Generator, text: str, noise: int) -> str:
-    """``text`` with irregular case or spacing at ``noise`` >= 1 (same meaning under the SOP's comparison)."""
-    if noise == 0 or rng.random() < 0.5:
-        return text
-    kind = int(rng.integers(4))
-    if kind == 0:
-        return text.upper()
-    if kind == 1:
-        return text.lower() if text != text.lower() else text.title()
-    if kind == 2:
-        return f" {text}  "
-    return text.replace(" ", "  ", 1) if " " in text else f"{text} "
-
-
 def _tenths(rng: np.random.Generator, low: int, high: int) -> float:
     """A reading with one decimal, uniform over ``[low, high]`` tenths (both inclusive)."""
     return int(rng.integers(low, high + 1)) / 10
@@ -100,12 +63,12 @@ def _tenths(rng: np.random.Generator, low: int, high: int) -> float:
 
 def _targets(rng: np.random.Generator) -> dict[str, str]:
     """The result each check should have: a uniform disposition, then consistent check results."""
-    disposition = _pick(rng, ("airworthy", "airworthy_with_deferrals", "grounded"))
+    disposition = pick(rng, ("airworthy", "airworthy_with_deferrals", "grounded"))
     targets = {"engine": "pass" if rng.random() < 0.55 else "monitor",
                "gear": "pass" if rng.random() < 0.55 else "monitor",
                "ad": "compliant" if rng.random() < 0.55 else "due_soon",
                "avionics": {"airworthy": "pass", "airworthy_with_deferrals": "deferred"}.get(
-                   disposition, _pick(rng, ("pass", "deferred"))), "disposition": disposition}
+                   disposition, pick(rng, ("pass", "deferred"))), "disposition": disposition}
     if disposition == "grounded":
         fails = rng.random(4) < 0.4
         if not fails.any():
@@ -137,7 +100,7 @@ def _engine(rng: np.random.Generator, serial: str, position: int, result: str, f
     finding = "no findings"
     if result == "monitor":
         causes = ["erosion", "egt", "oil", "vib", "age"] + (["egt_missing"] if noise >= 2 else [])
-        picked = [_pick(rng, causes) for _ in range(1 + int(rng.random() < 0.3))]
+        picked = [pick(rng, causes) for _ in range(1 + int(rng.random() < 0.3))]
         for cause in dict.fromkeys(picked):  # distinct, in draw order (a set's order depends on the hash seed)
             if cause == "erosion":
                 finding = "minor erosion"
@@ -152,7 +115,7 @@ def _engine(rng: np.random.Generator, serial: str, position: int, result: str, f
             else:
                 egt = None
     elif result == "fail":
-        cause = _pick(rng, ("crack", "egt", "oil", "vib"))
+        cause = pick(rng, ("crack", "egt", "oil", "vib"))
         if cause == "crack":
             finding = "crack"
         elif cause == "egt":
@@ -165,7 +128,7 @@ def _engine(rng: np.random.Generator, serial: str, position: int, result: str, f
     record = {"engine_serial": serial, "position": position, "egt_margin_c": egt, "oil_consumption_qt_hr": oil,
               "vibration_ips": vib, "last_borescope": {"date": scope_day.isoformat(),
                                                        "aircraft_fh": (fh10 - age10) / 10,
-                                                       "finding": _vary(rng, finding, noise)}}
+                                                       "finding": vary_case(rng, finding, noise)}}
     if egt is None and rng.random() < 0.5:
         del record["egt_margin_c"]
     return record
@@ -176,7 +139,7 @@ def _tyre(rng: np.random.Generator, position: str, rated: int, result: str, nois
     tread = 3.0 if rng.random() < 0.1 else _tenths(rng, 30, 95)
     pressure: int | None = ok_low if rng.random() < 0.15 else int(rng.integers(ok_low, rated + 6))
     if result == "monitor":
-        cause = _pick(rng, ("tread", "pressure", "missing") if noise >= 2 else ("tread", "pressure"))
+        cause = pick(rng, ("tread", "pressure", "missing") if noise >= 2 else ("tread", "pressure"))
         if cause == "tread":
             tread = 1.6 if rng.random() < 0.2 else _tenths(rng, 16, 29)
         elif cause == "pressure":
@@ -213,7 +176,7 @@ def _landing_gear(rng: np.random.Generator, spec: Mapping[str, Any], tail: str, 
 
 def _mel(rng: np.random.Generator) -> dict[str, dict[str, Any]]:
     """The type's MEL entry for every fault code; each category appears at least twice."""
-    categories = ["B", "B", "B", "C", "C", "C", "D", "D", "NO-GO", "NO-GO", "NO-GO", _pick(rng, ("B", "C", "D"))]
+    categories = ["B", "B", "B", "C", "C", "C", "D", "D", "NO-GO", "NO-GO", "NO-GO", pick(rng, ("B", "C", "D"))]
     order = rng.permutation(len(categories))
     mel = {}
     for k, code in enumerate(FAULT_CODES):
@@ -241,9 +204,9 @@ def _faults(rng: np.random.Generator, mel: Mapping[str, Mapping[str, Any]], resu
     if result == "fail":
         used = {c for c, _ in active}
         if rng.random() < 0.5:
-            active.append((_pick(rng, [c for c in no_go if c not in used]), int(rng.integers(0, 6))))
+            active.append((pick(rng, [c for c in no_go if c not in used]), int(rng.integers(0, 6))))
         else:
-            code = _pick(rng, [c for c in deferrable if c not in used])
+            code = pick(rng, [c for c in deferrable if c not in used])
             days = MEL_DAYS[mel[code]["category"]]
             active.append((code, days + 1 if rng.random() < 0.4 else days + int(rng.integers(2, 30))))
     used = {c for c, _ in active}
@@ -255,7 +218,7 @@ def _faults(rng: np.random.Generator, mel: Mapping[str, Mapping[str, Any]], resu
              "first_reported": (day - timedelta(days=int(rng.integers(3, 200)))).isoformat()} for code in cleared]
     log = [log[int(i)] for i in rng.permutation(len(log))]
     for entry in log:
-        entry["status"] = _vary(rng, entry["status"], noise)
+        entry["status"] = vary_case(rng, entry["status"], noise)
     return log
 
 
@@ -268,12 +231,12 @@ def _ad_states(rng: np.random.Generator, n: int, result: str) -> list[tuple[bool
     for a in applies:
         if a:
             states.append("compliant" if result == "compliant" or rng.random() < 0.6
-                          else _pick(rng, ("compliant", "due_soon", "overdue")[:2 if result == "due_soon" else 3]))
+                          else pick(rng, ("compliant", "due_soon", "overdue")[:2 if result == "due_soon" else 3]))
         else:  # never applies, so any state (an overdue-looking one is a trap)
-            states.append(_pick(rng, ("compliant", "due_soon", "overdue")))
+            states.append(pick(rng, ("compliant", "due_soon", "overdue")))
     hits = [i for i, a in enumerate(applies) if a]
     if result != "compliant" and not any(states[i] == result for i in hits):
-        states[_pick(rng, hits)] = result
+        states[pick(rng, hits)] = result
     return list(zip(applies, states))
 
 
@@ -298,10 +261,10 @@ def _ad(rng: np.random.Generator, number: str, applies: bool, state: str, aircra
     else:
         span, status = (low, high), "superseded"
     one_time = state != "due_soon" and rng.random() < 0.2
-    fh_iv = None if one_time or rng.random() < 0.3 else int(_pick(rng, (300, 600, 1200, 3000)))
+    fh_iv = None if one_time or rng.random() < 0.3 else int(pick(rng, (300, 600, 1200, 3000)))
     cyc_iv = None if one_time or (fh_iv is not None and rng.random() < 0.55) \
-        else int(_pick(rng, (200, 500, 1000, 2000)))
-    ad = {"ad_number": number, "subject": _pick(rng, _SUBJECTS), "status": _vary(rng, status, noise),
+        else int(pick(rng, (200, 500, 1000, 2000)))
+    ad = {"ad_number": number, "subject": pick(rng, _SUBJECTS), "status": vary_case(rng, status, noise),
           "applicability": {"types": [aircraft["type"]], "msn_from": span[0], "msn_to": span[1]},
           "interval_fh": fh_iv, "interval_cycles": cyc_iv}
     record: dict[str, Any] = {"ad_number": number}
@@ -313,7 +276,7 @@ def _ad(rng: np.random.Generator, number: str, applies: bool, state: str, aircra
         record["last_done"] = None
         return ad, record
     given = [k for k, iv in (("fh", fh_iv), ("cyc", cyc_iv)) if iv is not None]
-    critical = _pick(rng, given)
+    critical = pick(rng, given)
     remaining = {}  # tenths of FH / cycles left before the due point
     for key in given:
         iv10 = fh_iv * 10 if key == "fh" else cyc_iv
@@ -331,7 +294,7 @@ def _ad(rng: np.random.Generator, number: str, applies: bool, state: str, aircra
 
 
 def _aircraft(rng: np.random.Generator) -> dict[str, Any]:
-    kind = _pick(rng, tuple(TYPES))
+    kind = pick(rng, tuple(TYPES))
     spec = TYPES[kind]
     fh10 = int(rng.integers(50000, 400001))
     first = int(rng.integers(10000, 90000))
@@ -355,13 +318,13 @@ def _distractor_data(rng: np.random.Generator, tail: str, day: date) -> tuple[li
     for name in ("tyre, main wheel", "tyre, nose wheel", "brake unit", "air data computer", "DME transceiver"):
         number = f"P{int(rng.integers(10000, 99999))}"
         parts[number] = {"part_number": number, "description": name, "on_hand": int(rng.integers(0, 6)),
-                         "store": _pick(rng, ("main store", "line store"))}
+                         "store": pick(rng, ("main store", "line store"))}
     return schedule, parts
 
 
-def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
     """One aircraft at its release inspection and every record behind it; every draw comes from ``rng``."""
-    d = check_difficulty(difficulty)
+    d = difficulty
     noise = d["noise"]
     targets = _targets(rng)
     day = _START + timedelta(days=int(rng.integers(0, 366)))
@@ -375,7 +338,7 @@ def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any] | Non
     mel = _mel(rng)
     faults = _faults(rng, mel, targets["avionics"], day, noise)
     for entry in mel.values():
-        entry["category"] = _vary(rng, entry["category"], noise)
+        entry["category"] = vary_case(rng, entry["category"], noise)
     ads, records = [], {}
     year = int(rng.integers(2012, 2023))
     for k, (applies, state) in enumerate(_ad_states(rng, d["ads"], targets["ad"])):
@@ -386,7 +349,7 @@ def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any] | Non
         ads.append(ad)
         records[number] = record
     schedule, parts = _distractor_data(rng, aircraft["tail_number"], day)
-    record_aircraft = {**aircraft, "type": _vary(rng, aircraft["type"], noise)}
+    record_aircraft = {**aircraft, "type": vary_case(rng, aircraft["type"], noise)}
     return {
         "inputs": {"tail_number": aircraft["tail_number"], "inspection_date": day.isoformat(),
                    "inspector_id": f"LIC-{int(rng.integers(1000, 10000))}"},

@@ -8,15 +8,13 @@ the values earlier ones return. The SOP is ``sop.md`` in this package.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.customer_service import procedure
 from mtrl_gym.envs.sop.customer_service.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.customer_service.world import DEFAULT_DIFFICULTY, check_difficulty, generate_world
+from mtrl_gym.envs.sop.customer_service.world import DEFAULT_DIFFICULTY, generate_world
 from mtrl_gym.envs.sop.grading import Field
 
 __all__ = ["CustomerService", "CustomerServiceEnv", "OUTPUT_SCHEMA"]
@@ -50,22 +48,10 @@ class CustomerService(SOPDomain):
             "standard operating procedure (SOP) below exactly, using the support console tools.")
     request = ("A customer has called to report a broadband fault. Handle the call by following the SOP, then "
                "submit the final JSON record.")
-
-    def check_difficulty(self, difficulty: Mapping[str, Any]) -> None:
-        super().check_difficulty(difficulty)
-        check_difficulty(difficulty)
-
-    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
-        return generate_world(rng, difficulty)
-
-    def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(world["inputs"])
-
-    def expected(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return procedure.expected(world)
-
-    def oracle(self, inputs: Mapping[str, Any], call: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
-        return procedure.oracle(inputs, call)
+    difficulty_limits = {"devices": (1, 4), "history": (0, 12)}
+    generate = staticmethod(generate_world)
+    expected = staticmethod(procedure.expected)
+    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """The ticket, remote actions and escalation the tools recorded must agree with the label."""

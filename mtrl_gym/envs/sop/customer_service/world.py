@@ -24,15 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from mtrl_gym.error import ConfigError
+from mtrl_gym.envs.sop.kit import pick, vary_case
 
-__all__ = ["generate_world", "check_difficulty", "DEFAULT_DIFFICULTY", "SCENARIOS", "MODELS", "CATEGORIES",
+__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "SCENARIOS", "MODELS", "CATEGORIES",
            "REMEDY_ACTIONS"]
 
 #: Default difficulty: record noise (0-2), distractor tools shown, devices on the account (1-4),
 #: past tickets on the account at most (0-12).
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "devices": 2, "history": 4}
-_LIMITS = {"noise": (0, 2), "devices": (1, 4), "history": (0, 12)}
 
 #: Scenario -> weight. The weights keep every outcome and diagnosis class reasonably frequent.
 SCENARIOS: dict[str, float] = {
@@ -61,44 +60,8 @@ _START = date(2024, 1, 1)
 _HEX = "0123456789ABCDEF"
 
 
-def check_difficulty(difficulty: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The difficulty with defaults filled in; raises ``ConfigError`` naming a bad knob."""
-    out = dict(DEFAULT_DIFFICULTY)
-    for key, value in (difficulty or {}).items():
-        if key not in out:
-            raise ConfigError(f"unknown CustomerService difficulty knob {key!r}; the knobs are {sorted(out)}")
-        out[key] = value
-    for key, (low, high) in _LIMITS.items():
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"CustomerService difficulty {key!r} must be an integer in [{low}, {high}], "
-                              f"got {value!r}")
-    if not isinstance(out["distractors"], bool):
-        raise ConfigError(f"CustomerService difficulty 'distractors' must be true or false, "
-                          f"got {out['distractors']!r}")
-    return out
-
-
-def _pick(rng: np.random.Generator, items):
-    return items[int(rng.integers(len(items)))]
-
-
-def _vary(rng: np.random.Generator, text: str, noise: int) -> str:
-    """``text`` with irregular case or spacing at ``noise`` >= 1 (same meaning under the SOP's comparison)."""
-    if noise == 0 or rng.random() < 0.5:
-        return text
-    kind = int(rng.integers(4))
-    if kind == 0:
-        return text.upper()
-    if kind == 1:
-        return text.lower() if text != text.lower() else text.title()
-    if kind == 2:
-        return f" {text}  "
-    return text.replace(" ", "  ", 1) if " " in text else f"{text} "
-
-
 def _name(rng: np.random.Generator, last: str | None = None) -> str:
-    return f"{_pick(rng, _FIRST)} {last or _pick(rng, _LAST)}"
+    return f"{pick(rng, _FIRST)} {last or pick(rng, _LAST)}"
 
 
 def _version(parts) -> str:
@@ -137,7 +100,7 @@ def _devices(rng: np.random.Generator, n: int, policy) -> list[dict[str, Any]]:
     devices, suffixes = [], set()
     locations = [str(x) for x in rng.permutation(_LOCATIONS)]
     while len(devices) < n:
-        model = _pick(rng, tuple(MODELS))
+        model = pick(rng, tuple(MODELS))
         serial = MODELS[model] + "-" + "".join(_HEX[int(i)] for i in rng.integers(0, 16, size=8))
         if serial[-4:] in suffixes:
             continue
@@ -163,25 +126,25 @@ def _tickets(rng: np.random.Generator, call: date, history: int, account_no: int
     out = []
     for i, age in enumerate(ages):
         out.append({"ticket_id": f"TKT-{base + 97 * i + int(rng.integers(90))}",
-                    "opened": (call - timedelta(days=age)).isoformat(), "category": _pick(rng, CATEGORIES),
+                    "opened": (call - timedelta(days=age)).isoformat(), "category": pick(rng, CATEGORIES),
                     "status": "open" if age < 3 and rng.random() < 0.3 else "closed"})
     return out
 
 
 def _account(rng: np.random.Generator, scenario: str, call: date, d: Mapping[str, Any], policy) -> dict[str, Any]:
     number = int(rng.integers(100000, 1000000))
-    last = _pick(rng, _LAST)
+    last = pick(rng, _LAST)
     holder = _name(rng, last)
     users = sorted({n for n in (_name(rng, last) for _ in range(int(rng.integers(0, 3)))) if n != holder})
     business = rng.random() < 0.3
     status = "active"
     if scenario == "ineligible":
-        status = _pick(rng, ("suspended", "closed"))
-    region = _pick(rng, _REGIONS)
-    postcode = f"{region}{int(rng.integers(1, 20))} {int(rng.integers(1, 10))}{_pick(rng, 'ABDEFGHJLNPQRSTUWXYZ')}" \
-               f"{_pick(rng, 'ABDEFGHJLNPQRSTUWXYZ')}"
+        status = pick(rng, ("suspended", "closed"))
+    region = pick(rng, _REGIONS)
+    postcode = f"{region}{int(rng.integers(1, 20))} {int(rng.integers(1, 10))}{pick(rng, 'ABDEFGHJLNPQRSTUWXYZ')}" \
+               f"{pick(rng, 'ABDEFGHJLNPQRSTUWXYZ')}"
     return {"account_id": f"KB-{number}", "holder_name": holder, "authorised_users": users, "status": status,
-            "plan": _pick(rng, _BUSINESS if business else _RESIDENTIAL), "priority_care": bool(rng.random() < 0.2),
+            "plan": pick(rng, _BUSINESS if business else _RESIDENTIAL), "priority_care": bool(rng.random() < 0.2),
             "service_postcode": postcode, "devices": _devices(rng, d["devices"], policy),
             "tickets": _tickets(rng, call, d["history"], number)}
 
@@ -192,7 +155,7 @@ def _incident(rng: np.random.Generator, number: int, areas: list[str], status: s
     started = call - timedelta(days=0 if status == "active" else int(rng.integers(1, 6)))
     return {"incident_id": f"INC-{number}", "status": status, "areas": areas, "service": "fibre",
             "started": f"{started.isoformat()}T{hour:02d}:{int(rng.integers(60)):02d}",
-            "summary": _pick(rng, _SUMMARIES)}
+            "summary": pick(rng, _SUMMARIES)}
 
 
 def _incidents(rng: np.random.Generator, scenario: str, postcode: str, call: date) -> list[dict[str, Any]]:
@@ -206,8 +169,8 @@ def _incidents(rng: np.random.Generator, scenario: str, postcode: str, call: dat
         areas = sorted({str(x) for x in rng.choice(others, size=int(rng.integers(1, 3)), replace=False)})
         out.append(_incident(rng, number + len(out) * 13, areas, "active", call))
     if rng.random() < 0.5:  # covered the customer once, no longer active
-        areas = sorted({outward, str(_pick(rng, others))})
-        out.append(_incident(rng, number + len(out) * 13, areas, _pick(rng, ("resolved", "monitoring")), call))
+        areas = sorted({outward, str(pick(rng, others))})
+        out.append(_incident(rng, number + len(out) * 13, areas, pick(rng, ("resolved", "monitoring")), call))
     if scenario == "outage":
         hours = sorted(int(h) for h in rng.choice(12, size=2, replace=False))
         for k in range(1 + int(rng.random() < 0.25)):  # sometimes two cover: the earliest started wins
@@ -228,7 +191,7 @@ def _healthy(rng: np.random.Generator, device: Mapping[str, Any], boundary: bool
     if boundary:
         kind = int(rng.integers(3))
         if kind == 0:
-            diag["optical_rx_dbm"] = _pick(rng, (-27.0, -8.0))
+            diag["optical_rx_dbm"] = pick(rng, (-27.0, -8.0))
         elif kind == 1:
             diag["packet_loss_pct"] = 2.0
         else:
@@ -243,7 +206,7 @@ def _inject(rng: np.random.Generator, rule: str, diag: dict[str, Any], device: d
         kind = int(rng.integers(4 if noise == 2 else 3))
         if kind == 0:
             diag["los_alarm"] = True
-            diag["optical_rx_dbm"] = _pick(rng, (None, round(float(rng.uniform(-40.0, -28.0)), 1)))
+            diag["optical_rx_dbm"] = pick(rng, (None, round(float(rng.uniform(-40.0, -28.0)), 1)))
         elif kind == 1:
             diag["optical_rx_dbm"] = round(float(rng.uniform(-33.0, -27.1)), 1)
         elif kind == 2:
@@ -253,7 +216,7 @@ def _inject(rng: np.random.Generator, rule: str, diag: dict[str, Any], device: d
     elif rule == "outdated_firmware":
         device["firmware"] = diag["firmware"] = _firmware_below(rng, policy[device["model"]]["minimum_version"])
     elif rule == "provisioning_error":
-        diag["provisioning_state"] = _pick(rng, _BAD_PROVISIONING)
+        diag["provisioning_state"] = pick(rng, _BAD_PROVISIONING)
     elif rule == "device_fault":
         if rng.random() < 0.5:
             diag["packet_loss_pct"] = round(float(rng.uniform(2.01, 9.0)), 2)
@@ -288,7 +251,7 @@ def _diagnostics(rng: np.random.Generator, scenario: str, account: dict[str, Any
                       "works": bool(rng.random() < 0.6), "patch": patch}
     if noise >= 2 and rng.random() < 0.3:
         del diag["firmware"]  # the SOP says: read it from the account's device record
-    diag["provisioning_state"] = _vary(rng, diag["provisioning_state"], noise)
+    diag["provisioning_state"] = vary_case(rng, diag["provisioning_state"], noise)
     return out, remedy
 
 
@@ -301,7 +264,7 @@ def _caller(rng: np.random.Generator, scenario: str, account: Mapping[str, Any])
             if name not in known:
                 return name
     if account["authorised_users"] and rng.random() < 0.35:
-        return _pick(rng, account["authorised_users"])
+        return pick(rng, account["authorised_users"])
     return account["holder_name"]
 
 
@@ -322,10 +285,10 @@ def _wrong_passcode(rng: np.random.Generator, passcode: str) -> str:
 
 def _noisy_account(rng: np.random.Generator, account: dict[str, Any], noise: int) -> None:
     """Irregular text (noise >= 1) and missing optional fields (noise 2), meaning unchanged."""
-    account["holder_name"] = _vary(rng, account["holder_name"], noise)
-    account["authorised_users"] = [_vary(rng, u, noise) for u in account["authorised_users"]]
-    account["status"] = _vary(rng, account["status"], noise)
-    account["plan"] = _vary(rng, account["plan"], noise)
+    account["holder_name"] = vary_case(rng, account["holder_name"], noise)
+    account["authorised_users"] = [vary_case(rng, u, noise) for u in account["authorised_users"]]
+    account["status"] = vary_case(rng, account["status"], noise)
+    account["plan"] = vary_case(rng, account["plan"], noise)
     if noise >= 1 and rng.random() < 0.3:
         account["service_postcode"] = account["service_postcode"].lower()
     if noise >= 2:
@@ -342,9 +305,9 @@ def _billing(rng: np.random.Generator, call: date, plan: str) -> list[dict[str, 
              "amount": amount, "paid": bool(k > 0 or rng.random() < 0.7)} for k in range(3)]
 
 
-def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
     """One fault call and the records behind it; every draw comes from ``rng``."""
-    d = check_difficulty(difficulty)
+    d = difficulty
     names = list(SCENARIOS)
     scenario = names[int(rng.choice(len(names), p=np.array(list(SCENARIOS.values())) / sum(SCENARIOS.values())))]
     call = _START + timedelta(days=int(rng.integers(0, 366)))
@@ -358,10 +321,10 @@ def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any] | Non
     inputs = {"call_date": call.isoformat(), "account_id": account["account_id"],
               "caller_name": _caller(rng, scenario, account),
               "passcode": _wrong_passcode(rng, passcode) if scenario == "bad_passcode" else passcode,
-              "device_label": label, "reported_fault": _pick(rng, CATEGORIES)}
+              "device_label": label, "reported_fault": pick(rng, CATEGORIES)}
     incidents = _incidents(rng, scenario, account["service_postcode"], call)
     for inc in incidents:
-        inc["status"] = _vary(rng, inc["status"], d["noise"])
+        inc["status"] = vary_case(rng, inc["status"], d["noise"])
     billing = _billing(rng, call, account["plan"])
     _noisy_account(rng, account, d["noise"])
     token = "ST-" + "".join(_HEX[int(i)] for i in rng.integers(0, 16, 12)).lower()

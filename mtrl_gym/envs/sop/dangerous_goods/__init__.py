@@ -8,17 +8,14 @@ answer carries. See ``sop.md`` in this package for the procedure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.dangerous_goods import procedure
 from mtrl_gym.envs.sop.dangerous_goods.tools import DISTRACTORS, TOOLS
 from mtrl_gym.envs.sop.dangerous_goods.world import CLASSES, GAP_DEFAULTS, generate_world
 from mtrl_gym.envs.sop.grading import Field, normalize_enum
-from mtrl_gym.error import ConfigError
 
 __all__ = ["DangerousGoods", "DangerousGoodsEnv", "MAX_PRODUCTS"]
 
@@ -46,28 +43,18 @@ class DangerousGoods(SOPDomain):
     tools = TOOLS
     distractor_tools = DISTRACTORS
     default_difficulty = {"noise": 1, "distractors": True, "products": 2}
+    difficulty_limits = {"products": (1, MAX_PRODUCTS)}
     role = ("You are a dangerous-goods compliance officer at a logistics warehouse. Follow the standard operating "
             "procedure (SOP) below exactly.")
     request = ("Classify the outbound shipment below under SOP DG-04: file the classification, then submit the "
                "final JSON object.")
 
-    def check_difficulty(self, difficulty: Mapping[str, Any]) -> None:
-        super().check_difficulty(difficulty)
-        if not 1 <= difficulty["products"] <= MAX_PRODUCTS:
-            raise ConfigError(f"difficulty knob 'products' must be between 1 and {MAX_PRODUCTS}, "
-                              f"got {difficulty['products']}")
-
-    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
-        return generate_world(rng, difficulty)
+    generate = staticmethod(generate_world)
+    expected = staticmethod(procedure.expected_answer)
+    oracle = staticmethod(procedure.oracle)
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
         return {"shipment_id": world["shipment"]["shipment_id"]}
-
-    def expected(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return procedure.expected_answer(world)
-
-    def oracle(self, inputs: Mapping[str, Any], call: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
-        return procedure.oracle(inputs, call)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         filings = state["filings"]

@@ -8,13 +8,13 @@ like a warehouse system's API, never containing the label.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
 from mtrl_gym.envs.sop.dangerous_goods.procedure import normalize_code
 from mtrl_gym.envs.sop.dangerous_goods.world import LB_KG
+from mtrl_gym.envs.sop.kit import stable_number
 
 __all__ = ["TOOLS", "DISTRACTORS", "get_shipment", "get_safety_data_sheet", "get_lab_report", "convert_units",
            "file_classification", "get_freight_rates", "lookup_tariff_code"]
@@ -130,10 +130,6 @@ def file_classification(ctx: ToolContext, shipment_id: str, product_code: str, h
     return filing
 
 
-def _digits(*parts: str) -> int:
-    return int(hashlib.blake2b("|".join(parts).encode("utf-8", "surrogatepass"), digest_size=4).hexdigest(), 16)
-
-
 @tool
 def get_freight_rates(origin: str, destination: str, mode: Literal["road", "rail", "sea", "air"]) -> dict:
     """Quote freight rates between two cities for a transport mode.
@@ -143,7 +139,7 @@ def get_freight_rates(origin: str, destination: str, mode: Literal["road", "rail
         destination: Destination city.
         mode: Transport mode.
     """
-    base = 40 + _digits(origin.strip().lower(), destination.strip().lower(), mode) % 400
+    base = 40 + stable_number(origin.strip().lower(), destination.strip().lower(), mode) % 400
     return {"origin": origin, "destination": destination, "mode": mode, "currency": "EUR",
             "rate_per_100kg": base, "dangerous_goods_surcharge_pct": 15 + base % 20, "transit_days": 1 + base % 9}
 
@@ -156,7 +152,7 @@ def lookup_tariff_code(ctx: ToolContext, product_code: str) -> dict:
         product_code: The product code.
     """
     sheet = _sds(ctx, product_code)
-    n = _digits(sheet["product_code"])
+    n = stable_number(sheet["product_code"])
     return {"product_code": sheet["product_code"], "hs_code": f"{3800 + n % 100}.{n % 90 + 10}",
             "duty_rate_pct": round((n % 65) / 10, 1)}
 

@@ -11,16 +11,14 @@ submits seven fields. The SOP is ``sop.md`` next to this module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
+from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
 from mtrl_gym.envs.sop.kyb_review import procedure
 from mtrl_gym.envs.sop.kyb_review.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.kyb_review.world import DEFAULT_DIFFICULTY, check_difficulty, generate_world
+from mtrl_gym.envs.sop.kyb_review.world import DEFAULT_DIFFICULTY, generate_world
 
 __all__ = ["KYBReview", "KYBReviewEnv", "OUTPUT_SCHEMA"]
 
@@ -49,32 +47,14 @@ class KYBReview(SOPDomain):
             "procedure (SOP) below exactly.")
     request = ("A business has applied to open accounts. Review its onboarding application by following SOP FC-210, "
                "then submit the final JSON object.")
-
-    def check_difficulty(self, difficulty: Mapping[str, Any]) -> None:
-        super().check_difficulty(difficulty)
-        check_difficulty(difficulty)
-
-    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
-        return generate_world(rng, difficulty)
+    difficulty_limits = {"max_owners": (1, 8)}
+    generate = staticmethod(generate_world)
+    expected = staticmethod(procedure.expected)
+    oracle = staticmethod(procedure.oracle)
+    record_check = RecordCheck("case_id", "cases", fields=("decision",), what="case")
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
         return {"application_id": world["application_id"]}
-
-    def expected(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return procedure.expected(world)
-
-    def oracle(self, inputs: Mapping[str, Any], call: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
-        return procedure.oracle(inputs, call)
-
-    def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
-        """The case must exist and carry the expected decision (else ``case_id`` fails)."""
-        cid = expected["case_id"]
-        filed = [c for c in state["cases"] if c["case_id"] == cid]
-        if not filed:
-            return {"case_id": f"case {cid} was never filed"}
-        if filed[0]["decision"] != expected["decision"]:
-            return {"case_id": f"the case was filed with decision {filed[0]['decision']!r}"}
-        return {}
 
 
 class KYBReviewEnv(SOPEnv):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox import ToolContext, ToolError, ToolSet, tool
+from mtrl_gym.envs.sop.kit import find
 from mtrl_gym.envs.sop.kyb_review.catalog import BANKS, DECISION_PREFIX, business_key, person_key
 from mtrl_gym.envs.sop.kyb_review.procedure import registry_key, screen
 
@@ -22,10 +23,8 @@ _MAX_NAME = 200
 
 
 def _application(ctx: ToolContext, application_id: str) -> dict[str, Any]:
-    app = ctx.state["applications"].get(application_id.strip().upper())
-    if app is None:
-        raise ToolError(f"no application {application_id!r}; application ids look like 'APP-123456'")
-    return app
+    return find(ctx.state["applications"], application_id,
+                f"no application {application_id!r}; application ids look like 'APP-123456'")
 
 
 @tool

@@ -27,49 +27,20 @@ from typing import Any
 
 import numpy as np
 
-from mtrl_gym.envs.sop.kyb_review.catalog import (
-    ACTIVE_STATUSES, BANKS, BUSINESS_ACCOUNT_TYPES, INACTIVE_STATUSES, JURISDICTIONS, LAST_NAMES, LEGAL_FORMS,
-    NAME_STEMS, NAME_TRADES, PERSONAL_ACCOUNT_TYPES, TITLES, WATCH_LISTS, business_key)
-from mtrl_gym.envs.sop.kyb_review.procedure import expected, registry_key
+from mtrl_gym.envs.sop.kit import pick, weighted
+from mtrl_gym.envs.sop.kyb_review.catalog import (ACTIVE_STATUSES, BANKS, BUSINESS_ACCOUNT_TYPES, INACTIVE_STATUSES,
+                                                  JURISDICTIONS, LAST_NAMES, LEGAL_FORMS, NAME_STEMS, NAME_TRADES,
+                                                  PERSONAL_ACCOUNT_TYPES, TITLES, WATCH_LISTS, business_key)
 from mtrl_gym.envs.sop.kyb_review.people import Cast, person_variant
-from mtrl_gym.error import ConfigError
+from mtrl_gym.envs.sop.kyb_review.procedure import expected, registry_key
 
-__all__ = ["DEFAULT_DIFFICULTY", "check_difficulty", "draw_outcomes", "generate_world"]
+__all__ = ["DEFAULT_DIFFICULTY", "draw_outcomes", "generate_world"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "max_owners": 4}
 _CHECKS = ("registration_check", "ownership_check", "sanctions_result", "bank_check", "decision")
 _FORM_TYPES = {"LLC": "limited liability company", "Inc": "corporation", "Corp": "corporation",
                "Ltd": "limited company", "Co": "general partnership"}
 _TODAY = dt.date(2025, 6, 2)
-
-
-def check_difficulty(difficulty: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``difficulty`` with defaults filled in; unknown keys or bad values raise :class:`ConfigError`."""
-    out = {**DEFAULT_DIFFICULTY, **(difficulty or {})}
-    unknown = sorted(set(out) - set(DEFAULT_DIFFICULTY))
-    if unknown:
-        raise ConfigError(f"unknown KYBReview difficulty key(s) {unknown}; known: {sorted(DEFAULT_DIFFICULTY)}")
-    if isinstance(out["noise"], bool) or out["noise"] not in (0, 1, 2):
-        raise ConfigError(f"difficulty 'noise' must be 0, 1 or 2, got {out['noise']!r}")
-    if not isinstance(out["distractors"], bool):
-        raise ConfigError(f"difficulty 'distractors' must be true or false, got {out['distractors']!r}")
-    m = out["max_owners"]
-    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= 8:
-        raise ConfigError(f"difficulty 'max_owners' must be an int in [1, 8], got {m!r}")
-    return out
-
-
-def _pick(rng: np.random.Generator, items):
-    return items[int(rng.integers(len(items)))]
-
-
-def _weighted(rng: np.random.Generator, options: tuple[tuple[str, float], ...]) -> str:
-    r, acc = rng.random(), 0.0
-    for value, weight in options:
-        acc += weight
-        if r < acc:
-            return value
-    return options[-1][0]
 
 
 def draw_outcomes(rng: np.random.Generator) -> dict[str, str]:
@@ -81,28 +52,28 @@ def draw_outcomes(rng: np.random.Generator) -> dict[str, str]:
     bank_mix = (("verified", 0.3), ("holder_mismatch", 0.35), ("invalid", 0.35))
     if r < 0.7:
         if rng.random() < 0.2:
-            sanctions = _weighted(rng, (("clear", 0.5), ("potential_match", 0.25), ("confirmed_match", 0.25)))
+            sanctions = weighted(rng, (("clear", 0.5), ("potential_match", 0.25), ("confirmed_match", 0.25)))
             return {"decision": "escalate", "registration_check": "not_found", "ownership_check": "no_filing",
-                    "sanctions_result": sanctions, "bank_check": _weighted(rng, bank_mix)}
-        return {"decision": "escalate", "sanctions_result": _pick(rng, ("potential_match", "confirmed_match")),
-                "registration_check": _weighted(rng, (("verified", 0.3), ("inactive", 0.35),
+                    "sanctions_result": sanctions, "bank_check": weighted(rng, bank_mix)}
+        return {"decision": "escalate", "sanctions_result": pick(rng, ("potential_match", "confirmed_match")),
+                "registration_check": weighted(rng, (("verified", 0.3), ("inactive", 0.35),
                                                       ("name_mismatch", 0.35))),
-                "ownership_check": _weighted(rng, (("consistent", 0.3), ("undisclosed_owner", 0.35),
+                "ownership_check": weighted(rng, (("consistent", 0.3), ("undisclosed_owner", 0.35),
                                                    ("no_filing", 0.35))),
-                "bank_check": _weighted(rng, bank_mix)}
+                "bank_check": weighted(rng, bank_mix)}
     while True:
         issues = rng.random(3) < 0.5
         if issues.any():
             break
     return {"decision": "request_information", "sanctions_result": "clear",
-            "registration_check": _pick(rng, ("inactive", "name_mismatch")) if issues[0] else "verified",
-            "ownership_check": _pick(rng, ("undisclosed_owner", "no_filing")) if issues[1] else "consistent",
-            "bank_check": _pick(rng, ("holder_mismatch", "invalid")) if issues[2] else "verified"}
+            "registration_check": pick(rng, ("inactive", "name_mismatch")) if issues[0] else "verified",
+            "ownership_check": pick(rng, ("undisclosed_owner", "no_filing")) if issues[1] else "consistent",
+            "bank_check": pick(rng, ("holder_mismatch", "invalid")) if issues[2] else "verified"}
 
 
-def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
     """A fresh KYBReview world (JSON-ready) drawn with ``rng``; see the module docstring."""
-    d = check_difficulty(difficulty)
+    d = difficulty
     outcome = draw_outcomes(rng)
     for _ in range(100):
         world = _build(rng, d, outcome)
@@ -129,7 +100,7 @@ def _spell_business(rng: np.random.Generator, stem: str, trade: str, form: str, 
         return f"{stem} {trade} {form}"
     if "&" in stem and rng.random() < 0.5:
         stem = stem.replace("&", "and")
-    text = f"{stem} {trade}{',' if rng.random() < 0.3 else ''} {_pick(rng, LEGAL_FORMS[form])}"
+    text = f"{stem} {trade}{',' if rng.random() < 0.3 else ''} {pick(rng, LEGAL_FORMS[form])}"
     return _cased(rng, text, noise)
 
 
@@ -139,11 +110,11 @@ def _other_business(rng: np.random.Generator, stem: str, trade: str, form: str) 
     while True:
         r = rng.random()
         if r < 0.35:
-            name = f"{stem} {trade} {_pick(rng, [f for f in LEGAL_FORMS if f != form])}"
+            name = f"{stem} {trade} {pick(rng, [f for f in LEGAL_FORMS if f != form])}"
         elif r < 0.7:
-            name = f"{stem} {trade} {_pick(rng, ('Group', 'International', 'Partners', 'Services'))} {form}"
+            name = f"{stem} {trade} {pick(rng, ('Group', 'International', 'Partners', 'Services'))} {form}"
         else:
-            name = f"{stem} {_pick(rng, NAME_TRADES)} {form}"
+            name = f"{stem} {pick(rng, NAME_TRADES)} {form}"
         if business_key(name) != canonical:
             return name
 
@@ -154,8 +125,8 @@ def _other_business(rng: np.random.Generator, stem: str, trade: str, form: str) 
 def _build(rng: np.random.Generator, d: Mapping[str, Any], outcome: Mapping[str, str]) -> dict[str, Any]:
     noise = d["noise"]
     cast = Cast(rng)
-    stem, trade, form = _pick(rng, NAME_STEMS), _pick(rng, NAME_TRADES), _pick(rng, tuple(LEGAL_FORMS))
-    jurisdiction = _pick(rng, JURISDICTIONS)
+    stem, trade, form = pick(rng, NAME_STEMS), pick(rng, NAME_TRADES), pick(rng, tuple(LEGAL_FORMS))
+    jurisdiction = pick(rng, JURISDICTIONS)
     number = str(int(rng.integers(1_000_000, 10_000_000)))
     key = registry_key(number, jurisdiction)
     app_id = f"APP-{int(rng.integers(100_000, 1_000_000))}"
@@ -195,14 +166,14 @@ def _registry(rng, world, target: str, key: str, number: str, jurisdiction: str,
     """Add the registry record for ``target``; return the registered legal name (None: not found)."""
     stem, trade, form = name
     if noise >= 1 and (target == "not_found" or rng.random() < 0.3):  # same number, another jurisdiction
-        other = _pick(rng, [j for j in JURISDICTIONS if j != jurisdiction])
+        other = pick(rng, [j for j in JURISDICTIONS if j != jurisdiction])
         world["registry"][registry_key(number, other)] = _record(rng, number, other, _other_business(
-            rng, stem, trade, form), _pick(rng, ACTIVE_STATUSES), form, noise)
+            rng, stem, trade, form), pick(rng, ACTIVE_STATUSES), form, noise)
     if target == "not_found":
         return None
     legal = _other_business(rng, stem, trade, form) if target == "name_mismatch" or \
         (target == "inactive" and rng.random() < 0.3) else _spell_business(rng, stem, trade, form, noise)
-    status = _pick(rng, INACTIVE_STATUSES if target == "inactive" else ACTIVE_STATUSES)
+    status = pick(rng, INACTIVE_STATUSES if target == "inactive" else ACTIVE_STATUSES)
     world["registry"][key] = _record(rng, number, jurisdiction, legal, status, form, noise)
     return legal
 
@@ -211,7 +182,7 @@ def _record(rng, number: str, jurisdiction: str, legal: str, status: str, form: 
     return {"registration_number": number, "jurisdiction": jurisdiction, "legal_name": legal,
             "entity_type": _FORM_TYPES[form], "status": _cased(rng, status, noise) if noise else status,
             "formation_date": (dt.date(1995, 1, 1) + dt.timedelta(days=int(rng.integers(0, 10_000)))).isoformat(),
-            "registered_agent": f"{_pick(rng, LAST_NAMES)} Registered Agents"}
+            "registered_agent": f"{pick(rng, LAST_NAMES)} Registered Agents"}
 
 
 def _split(rng: np.random.Generator, n: int) -> list[int]:
@@ -230,7 +201,7 @@ def _ownership_structure(rng: np.random.Generator, cast: Cast, max_owners: int, 
                 subs = [{"owner_type": "individual", **cast.person(), "percent": p}
                         for p in _split(rng, int(rng.integers(1, 4)))]
                 entity = {"owner_type": "entity", "name": cast.business(), "registration_number":
-                          str(int(rng.integers(1_000_000, 10_000_000))), "jurisdiction": _pick(rng, JURISDICTIONS),
+                          str(int(rng.integers(1_000_000, 10_000_000))), "jurisdiction": pick(rng, JURISDICTIONS),
                           "percent": pct}
                 owners.append(entity)
                 entities.append((entity, subs))
@@ -243,7 +214,7 @@ def _ownership_structure(rng: np.random.Generator, cast: Cast, max_owners: int, 
             direct = [o for o in owners if o["owner_type"] == "individual"]
             if direct:
                 _, subs = entities[0]
-                twin = _pick(rng, direct)
+                twin = pick(rng, direct)
                 subs[0].update({k: twin[k] for k in ("person_id", "name", "date_of_birth")})
                 stakes = _stakes(owners, entities)
         big = sorted(p for p, bp in stakes.items() if bp >= 2500)
@@ -251,8 +222,8 @@ def _ownership_structure(rng: np.random.Generator, cast: Cast, max_owners: int, 
             continue
         people = {o["person_id"]: o for o in owners if o["owner_type"] == "individual"}
         people.update({s["person_id"]: s for _, subs in entities for s in subs})
-        control = {**people[_pick(rng, big)]} if big and rng.random() < 0.5 else cast.person()
-        control = {k: control[k] for k in ("person_id", "name", "date_of_birth")} | {"title": _pick(rng, TITLES)}
+        control = {**people[pick(rng, big)]} if big and rng.random() < 0.5 else cast.person()
+        control = {k: control[k] for k in ("person_id", "name", "date_of_birth")} | {"title": pick(rng, TITLES)}
         people.setdefault(control["person_id"], control)
         return {"owners": owners, "entities": entities, "stakes": stakes, "people": people, "control": control,
                 "beneficial": sorted(set(big) | {control["person_id"]})}
@@ -278,7 +249,7 @@ def _declared_owners(rng, structure, target: str, noise: int) -> list[dict[str, 
     if target == "undisclosed_owner":
         big = [p for p in ids if stakes[p] >= 2500]
         indirect = [p for p in big if not any(o.get("person_id") == p for o in structure["owners"])]
-        ids.remove(_pick(rng, indirect or big))
+        ids.remove(pick(rng, indirect or big))
     out = []
     for p in ids:
         person = structure["people"][p]
@@ -313,11 +284,11 @@ def _watchlist(rng, world, cast: Cast, screened: Mapping[str, Mapping[str, Any]]
     entries = [{"name": cast.name(), "date_of_birth": cast.dob()} for _ in range(int(rng.integers(4, 9)))]
     ids = sorted(screened)
     if target != "clear":
-        who = screened[_pick(rng, ids)]
+        who = screened[pick(rng, ids)]
         if target == "confirmed_match":
             entries.append({"name": _cased(rng, who["name"], noise), "date_of_birth": who["date_of_birth"]})
         else:
-            kind = _pick(rng, ("spelling", "no_dob", "both") if noise >= 1 else ("spelling",))
+            kind = pick(rng, ("spelling", "no_dob", "both") if noise >= 1 else ("spelling",))
             name = who["name"] if kind == "no_dob" else person_variant(rng, who["name"], (85, 99))
             entries.append({"name": _cased(rng, name, noise),
                             "date_of_birth": None if kind != "spelling" else who["date_of_birth"]})
@@ -335,8 +306,8 @@ def _watchlist(rng, world, cast: Cast, screened: Mapping[str, Mapping[str, Any]]
     ids_out = 10_000 + rng.choice(90_000, size=len(entries), replace=False)
     for slot, i in enumerate(order):
         e = entries[int(i)]
-        entry = {"entry_id": f"WL-{int(ids_out[slot])}", "name": e["name"], "list": _pick(rng, WATCH_LISTS),
-                 "program": _pick(rng, ("asset freeze", "travel ban", "export restriction"))}
+        entry = {"entry_id": f"WL-{int(ids_out[slot])}", "name": e["name"], "list": pick(rng, WATCH_LISTS),
+                 "program": pick(rng, ("asset freeze", "travel ban", "export restriction"))}
         if e["date_of_birth"] is not None or noise < 2 or rng.random() < 0.5:
             entry["date_of_birth"] = e["date_of_birth"]
         world["watchlist"].append(entry)
@@ -344,21 +315,21 @@ def _watchlist(rng, world, cast: Cast, screened: Mapping[str, Mapping[str, Any]]
 
 def _bank(rng, world, target: str, reference: str, name: tuple[str, str, str], control, noise: int) -> dict:
     """The bank records for ``target``; returns the application's ``bank_account`` section."""
-    routing = _pick(rng, sorted(BANKS))
+    routing = pick(rng, sorted(BANKS))
     number = "".join(str(int(x)) for x in rng.integers(0, 10, size=int(rng.integers(10, 13))))
     accounts: dict[str, Any] = world["banks"].setdefault(routing, {})
     holder = _spell_business(rng, *name, noise) if business_key(reference) == business_key(" ".join(name)) \
         else _cased(rng, reference, noise)
-    account = {"account_holder": holder, "account_type": _pick(rng, BUSINESS_ACCOUNT_TYPES), "status": "open",
+    account = {"account_holder": holder, "account_type": pick(rng, BUSINESS_ACCOUNT_TYPES), "status": "open",
                "opened_on": (dt.date(2005, 1, 1) + dt.timedelta(days=int(rng.integers(0, 7000)))).isoformat()}
     if target == "holder_mismatch":
         if rng.random() < 0.5:
-            account.update(account_type=_pick(rng, PERSONAL_ACCOUNT_TYPES), account_holder=control["name"])
+            account.update(account_type=pick(rng, PERSONAL_ACCOUNT_TYPES), account_holder=control["name"])
         else:
             account["account_holder"] = _other_business(rng, *name) if business_key(reference) == \
                 business_key(" ".join(name)) else " ".join(name)
     elif target == "invalid" and rng.random() < 0.5:
-        account["status"] = _pick(rng, ("closed", "frozen"))
+        account["status"] = pick(rng, ("closed", "frozen"))
     if noise >= 1:
         account["status"] = _cased(rng, account["status"], noise)
     stored = number
@@ -381,6 +352,6 @@ def _distractor_data(rng, world, key: str, reference: str, screened) -> None:
     headlines = ("{} named in supplier payment dispute", "{} expands into new regional market",
                  "Local paper profiles {}", "{} fined over late filing, records show")
     for _ in range(int(rng.integers(1, 4))):
-        world["media"].append({"subject": _pick(rng, subjects), "headline": _pick(rng, headlines),
-                               "source": _pick(rng, ("Harbour Gazette", "Metro Business Journal", "Trade Wire")),
+        world["media"].append({"subject": pick(rng, subjects), "headline": pick(rng, headlines),
+                               "source": pick(rng, ("Harbour Gazette", "Metro Business Journal", "Trade Wire")),
                                "published": (_TODAY - dt.timedelta(days=int(rng.integers(1, 700)))).isoformat()})

@@ -10,17 +10,15 @@ must carry), and submits seven fields. The SOP is ``sop.md`` next to this module
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
-from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
+from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
 from mtrl_gym.envs.sop.patient_intake import procedure
 from mtrl_gym.envs.sop.patient_intake.catalog import MEDICATIONS
 from mtrl_gym.envs.sop.patient_intake.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.patient_intake.world import DEFAULT_DIFFICULTY, check_difficulty, generate_world
+from mtrl_gym.envs.sop.patient_intake.world import DEFAULT_DIFFICULTY, generate_world
 
 __all__ = ["PatientIntake", "PatientIntakeEnv", "OUTPUT_SCHEMA"]
 
@@ -53,32 +51,14 @@ class PatientIntake(SOPDomain):
             "procedure (SOP) below exactly.")
     request = ("A patient has submitted a pre-visit intake form. Complete the intake by following SOP PA-104, "
                "then submit the final JSON object.")
-
-    def check_difficulty(self, difficulty: Mapping[str, Any]) -> None:
-        super().check_difficulty(difficulty)
-        check_difficulty(difficulty)
-
-    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
-        return generate_world(rng, difficulty)
+    difficulty_limits = {"max_medications": (2, 10)}
+    generate = staticmethod(generate_world)
+    expected = staticmethod(procedure.expected)
+    oracle = staticmethod(procedure.oracle)
+    record_check = RecordCheck("registration_id", "registrations", fields=_REGISTRATION_FIELDS, what="registration")
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
         return {"intake_id": world["intake_id"]}
-
-    def expected(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return procedure.expected(world)
-
-    def oracle(self, inputs: Mapping[str, Any], call: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
-        return procedure.oracle(inputs, call)
-
-    def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
-        """The registration must exist and carry the expected intake results (else ``registration_id`` fails)."""
-        rid = expected["registration_id"]
-        made = [r for r in state["registrations"] if r["registration_id"] == rid]
-        if not made:
-            return {"registration_id": f"registration {rid} was never made"}
-        wrong = [f"{k}={made[0][k]!r} (expected {expected[k]!r})" for k in _REGISTRATION_FIELDS
-                 if made[0][k] != expected[k]]
-        return {"registration_id": "the patient was registered with " + ", ".join(wrong)} if wrong else {}
 
 
 class PatientIntakeEnv(SOPEnv):

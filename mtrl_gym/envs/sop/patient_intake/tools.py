@@ -13,8 +13,9 @@ import difflib
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.patient_intake.catalog import (
-    ALLERGENS, MEDICATIONS, PATHWAY_PREFIX, PAYERS, PLAN_NAMES, interaction, normalize_name)
+from mtrl_gym.envs.sop.kit import find
+from mtrl_gym.envs.sop.patient_intake.catalog import (ALLERGENS, MEDICATIONS, PATHWAY_PREFIX, PAYERS, PLAN_NAMES,
+                                                      interaction, normalize_name)
 from mtrl_gym.envs.sop.patient_intake.procedure import resolve_allergen, resolve_medication
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_intake_form", "verify_eligibility", "search_pharmacies",
@@ -36,10 +37,7 @@ def _suggest(name: str, options: list[str]) -> str:
 
 
 def _form(ctx: ToolContext, intake_id: str) -> dict[str, Any]:
-    form = ctx.state["forms"].get(intake_id.strip().upper())
-    if form is None:
-        raise ToolError(f"no intake form {intake_id!r}; intake ids look like 'INT-12345'")
-    return form
+    return find(ctx.state["forms"], intake_id, f"no intake form {intake_id!r}; intake ids look like 'INT-12345'")
 
 
 @tool

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from mtrl_gym.envs.sop.patient_intake.catalog import (
-    ALLERGENS, DISCOUNT_PLAN, FIRST_NAMES, LAST_NAMES, MEDICATIONS, MILD_REACTIONS, PAYERS, PHARMACY_CHAINS,
-    PHARMACY_STREETS, SEVERE_REACTIONS, interaction)
+from mtrl_gym.envs.sop.kit import pick
+from mtrl_gym.envs.sop.patient_intake.catalog import (ALLERGENS, DISCOUNT_PLAN, FIRST_NAMES, LAST_NAMES, MEDICATIONS,
+                                                      MILD_REACTIONS, PAYERS, PHARMACY_CHAINS, PHARMACY_STREETS,
+                                                      SEVERE_REACTIONS, interaction)
 from mtrl_gym.envs.sop.patient_intake.procedure import allergy_risk, medication_risk
-from mtrl_gym.error import ConfigError
 
-__all__ = ["DEFAULT_DIFFICULTY", "check_difficulty", "draw_outcomes", "generate_world"]
+__all__ = ["DEFAULT_DIFFICULTY", "draw_outcomes", "generate_world"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "max_medications": 6}
 _FIRST_DAY = dt.date(2025, 1, 6)
@@ -49,41 +49,21 @@ _SERIOUS_PAIRS = _pairs_of(_ORDINARY, ("major", "contraindicated"))
 _MODERATE_PAIRS = _pairs_of(_ORDINARY, ("moderate",))
 
 
-def check_difficulty(difficulty: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``difficulty`` with defaults filled in; unknown keys or bad values raise :class:`ConfigError`."""
-    out = {**DEFAULT_DIFFICULTY, **(difficulty or {})}
-    unknown = sorted(set(out) - set(DEFAULT_DIFFICULTY))
-    if unknown:
-        raise ConfigError(f"unknown PatientIntake difficulty key(s) {unknown}; known: {sorted(DEFAULT_DIFFICULTY)}")
-    if out["noise"] not in (0, 1, 2) or isinstance(out["noise"], bool):
-        raise ConfigError(f"difficulty 'noise' must be 0, 1 or 2, got {out['noise']!r}")
-    if not isinstance(out["distractors"], bool):
-        raise ConfigError(f"difficulty 'distractors' must be true or false, got {out['distractors']!r}")
-    m = out["max_medications"]
-    if isinstance(m, bool) or not isinstance(m, int) or not 2 <= m <= 10:
-        raise ConfigError(f"difficulty 'max_medications' must be an int in [2, 10], got {m!r}")
-    return out
-
-
-def _pick(rng: np.random.Generator, items):
-    return items[int(rng.integers(len(items)))]
-
-
 def draw_outcomes(rng: np.random.Generator) -> dict[str, str]:
     """The outcome of each SOP step for one task (what the records will be built to produce).
 
     The pathway is uniform; within ``clinical_review`` about two tasks in three get a high
     medication risk and the others a high allergy risk, so neither risk field is dominated.
     """
-    pathway = _pick(rng, ("standard", "pharmacist_review", "clinical_review"))
+    pathway = pick(rng, ("standard", "pharmacist_review", "clinical_review"))
     if pathway == "clinical_review":
         if rng.random() < 0.65:
-            med, allergy = "high", _pick(rng, ("none", "low", "high", "high"))
+            med, allergy = "high", pick(rng, ("none", "low", "high", "high"))
         else:
-            med, allergy = _pick(rng, ("low", "moderate")), "high"
+            med, allergy = pick(rng, ("low", "moderate")), "high"
     else:
-        med, allergy = ("moderate" if pathway == "pharmacist_review" else "low"), _pick(rng, ("none", "low"))
-    insurance = _pick(rng, ("verified", "verified", "inactive", "not_found", "self_pay"))
+        med, allergy = ("moderate" if pathway == "pharmacist_review" else "low"), pick(rng, ("none", "low"))
+    insurance = pick(rng, ("verified", "verified", "inactive", "not_found", "self_pay"))
     r = rng.random()
     pharmacy = "not_provided" if r < 0.12 else "invalid" if r < 0.32 else \
         ("in_network" if rng.random() < 0.5 else "out_of_network")
@@ -115,13 +95,13 @@ def _draw_medications(rng: np.random.Generator, target: str, max_meds: int) -> l
     for _ in range(2000):
         seed: list[str] = []
         if target == "high":
-            seed = [_pick(rng, _HIGH_ALERT)] if rng.random() < 0.6 else list(_pick(rng, _SERIOUS_PAIRS))
+            seed = [pick(rng, _HIGH_ALERT)] if rng.random() < 0.6 else list(pick(rng, _SERIOUS_PAIRS))
             n = int(rng.integers(len(seed), max_meds + 1))
             pool = _ORDINARY + _HIGH_ALERT
         elif target == "moderate" and max_meds >= 5 and rng.random() < 0.3:
             n, pool = int(rng.integers(5, max_meds + 1)), _ORDINARY
         elif target == "moderate":
-            seed = list(_pick(rng, _MODERATE_PAIRS))
+            seed = list(pick(rng, _MODERATE_PAIRS))
             n, pool = int(rng.integers(2, min(max_meds, 4) + 1)), _ORDINARY
         else:
             n, pool = int(rng.integers(0, min(max_meds, 4) + 1)), _ORDINARY
@@ -137,13 +117,13 @@ def _form_medications(rng: np.random.Generator, generics: list[str], noise: int)
     out = []
     for g in generics:
         brands = MEDICATIONS[g][0]
-        name = _pick(rng, brands) if noise >= 1 and rng.random() < 0.4 else g
-        dose = "20 units" if g.startswith("insulin") else f"{_pick(rng, (5, 10, 20, 25, 40, 50, 100))} mg"
+        name = pick(rng, brands) if noise >= 1 and rng.random() < 0.4 else g
+        dose = "20 units" if g.startswith("insulin") else f"{pick(rng, (5, 10, 20, 25, 40, 50, 100))} mg"
         out.append({"name": _vary(rng, name, noise), "dose": dose,
-                    "frequency": _pick(rng, ("once daily", "twice daily", "as needed", "at bedtime"))})
+                    "frequency": pick(rng, ("once daily", "twice daily", "as needed", "at bedtime"))})
     if noise >= 2 and generics and rng.random() < 0.35:  # the same drug again, under its other name
-        g = _pick(rng, generics)
-        out.insert(int(rng.integers(len(out) + 1)), {"name": _pick(rng, (g, *MEDICATIONS[g][0])), "dose": "",
+        g = pick(rng, generics)
+        out.insert(int(rng.integers(len(out) + 1)), {"name": pick(rng, (g, *MEDICATIONS[g][0])), "dose": "",
                                                      "frequency": "as needed"})
     return out
 
@@ -156,17 +136,17 @@ def _draw_allergies(rng: np.random.Generator, target: str, generics: list[str], 
         if target == "none":
             return []
         picks = [safe[int(i)] for i in rng.choice(len(safe), size=int(rng.integers(1, 4)), replace=False)]
-        entries = [{"substance": s, "reaction": _pick(rng, MILD_REACTIONS)} for s in picks]
+        entries = [{"substance": s, "reaction": pick(rng, MILD_REACTIONS)} for s in picks]
         if target == "high":
             conflicts = [s for s, (_, c, _) in ALLERGENS.items() if c in classes]
             r = rng.random()
             if conflicts and r < 0.4:
-                entries[0] = {"substance": _pick(rng, conflicts), "reaction": _pick(rng, MILD_REACTIONS)}
+                entries[0] = {"substance": pick(rng, conflicts), "reaction": pick(rng, MILD_REACTIONS)}
             elif noise >= 2 and r < 0.6:
                 entries[0] = {"substance": entries[0]["substance"]} if rng.random() < 0.5 else \
                     {**entries[0], "reaction": " "}
             else:
-                entries[0]["reaction"] = _pick(rng, SEVERE_REACTIONS)
+                entries[0]["reaction"] = pick(rng, SEVERE_REACTIONS)
         entries = [entries[int(i)] for i in rng.permutation(len(entries))]
         if allergy_risk([e.get("reaction") for e in entries], [ALLERGENS[e["substance"]][1] for e in entries],
                         classes) == target:
@@ -176,7 +156,7 @@ def _draw_allergies(rng: np.random.Generator, target: str, generics: list[str], 
 
 def _noisy_allergy(rng: np.random.Generator, entry: dict[str, Any], noise: int) -> dict[str, Any]:
     synonyms = ALLERGENS[entry["substance"]][2]
-    substance = _pick(rng, synonyms) if noise >= 1 and synonyms and rng.random() < 0.4 else entry["substance"]
+    substance = pick(rng, synonyms) if noise >= 1 and synonyms and rng.random() < 0.4 else entry["substance"]
     out = {"substance": _vary(rng, substance, noise)}
     if "reaction" in entry:
         out["reaction"] = _vary(rng, entry["reaction"], noise) if entry["reaction"].strip() else entry["reaction"]
@@ -195,14 +175,14 @@ def _insurance(rng: np.random.Generator, target: str, appointment: dt.date, nois
     """``(form section or None or "absent", {payer_id: {member_id: record}})`` for ``target``."""
     if target == "self_pay":
         if noise >= 2 and rng.random() < 0.6:
-            payer_id = _pick(rng, sorted(PAYERS))
+            payer_id = pick(rng, sorted(PAYERS))
             return ({"payer_id": payer_id, "member_id": "  "} if rng.random() < 0.5 else
                     {"payer_id": "", "member_id": ""}), {}
         return ("absent" if noise >= 1 and rng.random() < 0.5 else None), {}
-    payer_id = _pick(rng, sorted(PAYERS))
+    payer_id = pick(rng, sorted(PAYERS))
     _, prefix, plans = PAYERS[payer_id]
     member_id = prefix + "".join(str(int(d)) for d in rng.integers(0, 10, size=8))
-    plan_id, plan_name = _pick(rng, plans)
+    plan_id, plan_name = pick(rng, plans)
     stored = member_id
     if target == "not_found":  # the payer knows a member whose id differs in one digit
         k = 3 + int(rng.integers(8))
@@ -237,9 +217,9 @@ def _coverage_dates(rng: np.random.Generator, target: str, appointment: dt.date)
     return start, (None if rng.random() < 0.5 else start + dt.timedelta(days=364))
 
 
-def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
     """A fresh PatientIntake world (JSON-ready) drawn with ``rng``; see the module docstring."""
-    return _build(rng, check_difficulty(difficulty), draw_outcomes(rng))
+    return _build(rng, difficulty, draw_outcomes(rng))
 
 
 def _build(rng: np.random.Generator, d: Mapping[str, Any], outcome: Mapping[str, str]) -> dict[str, Any]:
@@ -253,9 +233,9 @@ def _build(rng: np.random.Generator, d: Mapping[str, Any], outcome: Mapping[str,
     pref, pharmacies, networks = _pharmacies(rng, outcome["pharmacy_status"], network_plan, plan_id, noise)
     form: dict[str, Any] = {
         "intake_id": intake_id,
-        "patient": {"first_name": _pick(rng, FIRST_NAMES), "last_name": _pick(rng, LAST_NAMES),
+        "patient": {"first_name": pick(rng, FIRST_NAMES), "last_name": pick(rng, LAST_NAMES),
                     "date_of_birth": _born(rng)},
-        "appointment_date": appointment.isoformat(), "department": _pick(rng, _DEPARTMENTS),
+        "appointment_date": appointment.isoformat(), "department": pick(rng, _DEPARTMENTS),
         "medications": _form_medications(rng, generics, noise),
         "allergies": _draw_allergies(rng, outcome["allergy_risk"], generics, noise),
     }
@@ -263,11 +243,11 @@ def _build(rng: np.random.Generator, d: Mapping[str, Any], outcome: Mapping[str,
         form["insurance"] = insurance
     if pref != "absent":
         form["preferred_pharmacy"] = pref
-    slots = [{"department": _pick(rng, _DEPARTMENTS), "date": _day(int(rng.integers(0, 340))).isoformat(),
-              "time": f"{int(rng.integers(8, 17)):02d}:{_pick(rng, ('00', '30'))}",
-              "provider": f"Dr. {_pick(rng, LAST_NAMES)}"} for _ in range(6)]
-    style = {"severity_case": "lower" if noise == 0 else _pick(rng, ("lower", "title", "upper")),
-             "status_case": "lower" if noise == 0 else _pick(rng, ("lower", "title", "upper"))}
+    slots = [{"department": pick(rng, _DEPARTMENTS), "date": _day(int(rng.integers(0, 340))).isoformat(),
+              "time": f"{int(rng.integers(8, 17)):02d}:{pick(rng, ('00', '30'))}",
+              "provider": f"Dr. {pick(rng, LAST_NAMES)}"} for _ in range(6)]
+    style = {"severity_case": "lower" if noise == 0 else pick(rng, ("lower", "title", "upper")),
+             "status_case": "lower" if noise == 0 else pick(rng, ("lower", "title", "upper"))}
     return {"intake_id": intake_id, "forms": {intake_id: form}, "members": members, "pharmacies": pharmacies,
             "networks": networks, "style": style, "slots": slots,
             "next_registration": int(rng.integers(10000, 100000)), "registrations": [], "messages": []}
@@ -275,7 +255,7 @@ def _build(rng: np.random.Generator, d: Mapping[str, Any], outcome: Mapping[str,
 
 def _pharmacies(rng: np.random.Generator, target: str, network_plan: str, own_plan: str | None, noise: int):
     """``(form section, directory records, {plan_id: {pharmacy_id: tier}})`` for ``target``."""
-    chain = _pick(rng, PHARMACY_CHAINS)
+    chain = pick(rng, PHARMACY_CHAINS)
     zips = [f"97{int(z):03d}" for z in rng.choice(300, size=4, replace=False)]
     ids = iter(f"PH-{10_000 + int(i)}" for i in rng.choice(90_000, size=6, replace=False))
     records = []
@@ -283,7 +263,7 @@ def _pharmacies(rng: np.random.Generator, target: str, network_plan: str, own_pl
     def add(name: str, zip_code: str, status: str) -> str:
         pid = next(ids)
         records.append({"pharmacy_id": pid, "name": name, "zip_code": zip_code, "status": status,
-                        "address": f"{int(rng.integers(10, 3000))} {_pick(rng, PHARMACY_STREETS)}",
+                        "address": f"{int(rng.integers(10, 3000))} {pick(rng, PHARMACY_STREETS)}",
                         "phone": f"503-555-{int(rng.integers(1000, 10000))}"})
         return pid
 
@@ -291,22 +271,22 @@ def _pharmacies(rng: np.random.Generator, target: str, network_plan: str, own_pl
     if target != "not_provided":
         listed = target != "invalid" or rng.random() < 0.5
         if listed:
-            own = add(chain, zips[0], "open" if target != "invalid" else _pick(rng, ("closed", "suspended")))
+            own = add(chain, zips[0], "open" if target != "invalid" else pick(rng, ("closed", "suspended")))
     for z in zips[1:1 + int(rng.integers(1, 3))]:  # other branches of the chain
-        add(chain, z, _pick(rng, ("open", "open", "closed")))
+        add(chain, z, pick(rng, ("open", "open", "closed")))
     if noise >= 1 or target == "invalid":
         add(f"{chain} Express", zips[0], "open")
     plans = sorted({network_plan, DISCOUNT_PLAN, own_plan} - {None})
     networks: dict[str, dict[str, str]] = {plan: {} for plan in plans}
     for rec in records:
         for plan in networks:
-            networks[plan][rec["pharmacy_id"]] = _pick(rng, ("preferred", "standard", "out_of_network"))
+            networks[plan][rec["pharmacy_id"]] = pick(rng, ("preferred", "standard", "out_of_network"))
     if own is not None and target in ("in_network", "out_of_network"):
         good = target == "in_network"
-        networks[network_plan][own] = _pick(rng, ("preferred", "standard")) if good else "out_of_network"
+        networks[network_plan][own] = pick(rng, ("preferred", "standard")) if good else "out_of_network"
         for plan in networks:  # the wrong plan gives the wrong answer
             if plan != network_plan and rng.random() < 0.7:
-                networks[plan][own] = "out_of_network" if good else _pick(rng, ("preferred", "standard"))
+                networks[plan][own] = "out_of_network" if good else pick(rng, ("preferred", "standard"))
     if target == "not_provided":
         form: Any = {"name": "  ", "zip_code": zips[0]} if noise >= 2 and rng.random() < 0.5 else \
             ("absent" if noise >= 1 and rng.random() < 0.5 else None)

@@ -9,17 +9,14 @@ decision (the stateful action) unless the severity is none. See ``sop.md`` in th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
 from mtrl_gym.envs.sop.referral_abuse import procedure
 from mtrl_gym.envs.sop.referral_abuse.tools import DISTRACTORS, TOOLS
 from mtrl_gym.envs.sop.referral_abuse.world import ACTIONS, SEVERITIES, generate_world
-from mtrl_gym.error import ConfigError
 
 __all__ = ["ReferralAbuse", "ReferralAbuseEnv", "MIN_REFERRALS", "MAX_REFERRALS"]
 
@@ -50,24 +47,13 @@ class ReferralAbuse(SOPDomain):
     request = ("Review the referrer account below for referral-programme abuse under SOP RP-7, open a case if the "
                "SOP requires one, then submit the final JSON object.")
     max_tool_calls = 40
-
-    def check_difficulty(self, difficulty: Mapping[str, Any]) -> None:
-        super().check_difficulty(difficulty)
-        if not MIN_REFERRALS <= difficulty["referrals"] <= MAX_REFERRALS:
-            raise ConfigError(f"difficulty knob 'referrals' must be between {MIN_REFERRALS} and {MAX_REFERRALS}, "
-                              f"got {difficulty['referrals']}")
-
-    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, Any]) -> dict[str, Any]:
-        return generate_world(rng, difficulty)
+    difficulty_limits = {"referrals": (MIN_REFERRALS, MAX_REFERRALS)}
+    generate = staticmethod(generate_world)
+    expected = staticmethod(procedure.expected_answer)
+    oracle = staticmethod(procedure.oracle)
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
         return {"account_id": world["referrer_id"], "review_date": world["review_date"]}
-
-    def expected(self, world: Mapping[str, Any]) -> dict[str, Any]:
-        return procedure.expected_answer(world)
-
-    def oracle(self, inputs: Mapping[str, Any], call: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
-        return procedure.oracle(inputs, call)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         cases = state["cases"]

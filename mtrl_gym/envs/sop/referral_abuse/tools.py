@@ -7,10 +7,10 @@ Every tool reads the episode's world through ``ctx.state``; unknown ids raise
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
+from mtrl_gym.envs.sop.kit import find, stable_number
 
 __all__ = ["TOOLS", "DISTRACTORS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
            "get_marketing_preferences", "get_credit_score"]
@@ -22,10 +22,7 @@ Action = Literal["no_action", "monitor", "warn", "claw_back", "suspend"]
 
 
 def _account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    account = ctx.state["accounts"].get(account_id.strip().upper())
-    if account is None:
-        raise ToolError(f"no account {account_id!r}")
-    return account
+    return find(ctx.state["accounts"], account_id, f"no account {account_id!r}")
 
 
 @tool
@@ -93,10 +90,6 @@ def open_abuse_case(ctx: ToolContext, account_id: str, severity: CaseSeverity, a
     return case
 
 
-def _number(*parts: str) -> int:
-    return int(hashlib.blake2b("|".join(parts).encode("utf-8", "surrogatepass"), digest_size=4).hexdigest(), 16)
-
-
 @tool
 def get_marketing_preferences(ctx: ToolContext, account_id: str) -> dict:
     """Get an account's marketing consent and channel preferences.
@@ -105,7 +98,7 @@ def get_marketing_preferences(ctx: ToolContext, account_id: str) -> dict:
         account_id: The account id.
     """
     account = _account(ctx, account_id)
-    n = _number(account["account_id"])
+    n = stable_number(account["account_id"])
     return {"account_id": account["account_id"], "email_opt_in": bool(n % 2), "sms_opt_in": bool(n // 2 % 2),
             "preferred_channel": ("email", "sms", "app", "post")[n % 4]}
 
@@ -118,7 +111,7 @@ def get_credit_score(ctx: ToolContext, account_id: str) -> dict:
         account_id: The account id.
     """
     account = _account(ctx, account_id)
-    return {"account_id": account["account_id"], "score": 300 + _number("score", account["account_id"]) % 551,
+    return {"account_id": account["account_id"], "score": 300 + stable_number("score", account["account_id"]) % 551,
             "bureau": "Equilex"}
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from mtrl_gym.envs.sop.kit import ids, pick
+
 __all__ = ["generate_world", "severity_of", "SEVERITIES", "ACTIONS", "INDICATORS", "ACTION_MATRIX",
            "WINDOW_DAYS", "VELOCITY_DAYS", "VELOCITY_MIN", "RAPID_MINUTES", "LOW_ACTIVITY_BELOW"]
 
@@ -75,13 +77,9 @@ def _combos(n: int, target: str) -> list[tuple[int, bool, bool]]:
     return out
 
 
-def _pick(rng, items):
-    return items[int(rng.integers(len(items)))]
-
-
 def _address(rng) -> dict[str, Any]:
-    postcode, city = _pick(rng, _CITIES)
-    return {"number": int(rng.integers(1, 200)), "street": _pick(rng, _STREETS), "apt": int(rng.integers(1, 40)),
+    postcode, city = pick(rng, _CITIES)
+    return {"number": int(rng.integers(1, 200)), "street": pick(rng, _STREETS), "apt": int(rng.integers(1, 40)),
             "postcode": postcode, "city": city}
 
 
@@ -91,7 +89,7 @@ def _format_address(rng, a: Mapping[str, Any], noise: int) -> str:
     if noise == 0 or rng.random() < 0.4:
         return ", ".join(parts)
     seps = (", ", " ", " - ", " ,", "; ")
-    text = "".join(p + (_pick(rng, seps) if i < len(parts) - 1 else "") for i, p in enumerate(parts))
+    text = "".join(p + (pick(rng, seps) if i < len(parts) - 1 else "") for i, p in enumerate(parts))
     style = int(rng.integers(4))
     text = text.upper() if style == 0 else text.lower() if style == 1 else text
     if noise == 2 and rng.random() < 0.5:
@@ -115,16 +113,7 @@ def _stamp(rng, instant: datetime, noise: int) -> str:
 def _status(rng, status: str, noise: int) -> str:
     if noise == 0 or rng.random() > 0.3 * noise:
         return status
-    return _pick(rng, (status.capitalize(), status.upper(), f" {status} ", f"{status.capitalize()} "))
-
-
-def _ids(rng, prefix: str, count: int, width: int = 6) -> list[str]:
-    out: list[str] = []
-    while len(out) < count:
-        value = f"{prefix}{int(rng.integers(10 ** (width - 1), 10 ** width))}"
-        if value not in out:
-            out.append(value)
-    return out
+    return pick(rng, (status.capitalize(), status.upper(), f" {status} ", f"{status.capitalize()} "))
 
 
 def _indicator_sets(rng, n: int, flagged: int, payment: bool) -> list[set[str]]:
@@ -141,7 +130,7 @@ def _indicator_sets(rng, n: int, flagged: int, payment: bool) -> list[set[str]]:
             sets[i] = set(rng.choice(_SOFT, size=int(rng.integers(2, 5)), replace=False).tolist())
     for i in order[flagged:]:
         if rng.random() < 0.55:
-            sets[i] = {_pick(rng, _SOFT)}
+            sets[i] = {pick(rng, _SOFT)}
     return sets
 
 
@@ -160,32 +149,32 @@ class _Builder:
 
     def __init__(self, rng, noise: int, review_end: datetime, n: int):
         self.rng, self.noise, self.review_end = rng, noise, review_end
-        self.referrer_id, *self.account_ids = _ids(rng, "AC-", 1 + n + 6)
+        self.referrer_id, *self.account_ids = ids(rng, "AC-", 1 + n + 6)
         self.home = _address(rng)
-        devices = _ids(rng, "dev_", 2 + 2 * n + 8, width=8)
-        cards = _ids(rng, "fp_", 2 + n + 8, width=8)
+        devices = ids(rng, "dev_", 2 + 2 * n + 8, width=8)
+        cards = ids(rng, "fp_", 2 + n + 8, width=8)
         self.referrer_devices, self.spare_devices = devices[:2], devices[2:]
         self.referrer_cards, self.spare_cards = cards[:2], cards[2:]
-        self.referral_ids = _ids(rng, "RF-", n + 6, width=5)
+        self.referral_ids = ids(rng, "RF-", n + 6, width=5)
         self.accounts: dict[str, dict[str, Any]] = {}
         self.activity: dict[str, dict[str, Any]] = {}
         self.referrals: list[dict[str, Any]] = []
 
     def account(self, acc_id: str, opened_at: datetime, device_ids, card_fps, address: str, warnings: int) -> None:
         rng = self.rng
-        first, last = _pick(rng, _FIRST), _pick(rng, _LAST)
+        first, last = pick(rng, _FIRST), pick(rng, _LAST)
         self.accounts[acc_id] = {
             "account_id": acc_id, "name": f"{first} {last}", "opened_at": _stamp(rng, opened_at, self.noise),
-            "status": _status(rng, "active", self.noise), "segment": _pick(rng, _SEGMENTS), "address": address,
+            "status": _status(rng, "active", self.noise), "segment": pick(rng, _SEGMENTS), "address": address,
             "device_ids": list(device_ids),
-            "payment_methods": [{"type": _pick(rng, ("card", "bank_account")), "fingerprint": fp} for fp in card_fps],
+            "payment_methods": [{"type": pick(rng, ("card", "bank_account")), "fingerprint": fp} for fp in card_fps],
             "prior_warnings": warnings}
 
     def referral(self, rid: str, acc: str, created: datetime, status: str, bonus_status: str) -> None:
         self.referrals.append({"referral_id": rid, "referred_account_id": acc,
                                "created_at": _stamp(self.rng, created, self.noise),
                                "status": _status(self.rng, status, self.noise),
-                               "bonus": {"amount": _pick(self.rng, _BONUSES), "currency": "EUR",
+                               "bonus": {"amount": pick(self.rng, _BONUSES), "currency": "EUR",
                                          "status": bonus_status}})
 
     def device_owners(self, sets: list[set[str]]) -> dict[int, str]:
@@ -197,7 +186,7 @@ class _Builder:
             shared = self.spare_devices.pop()
             device_of[with_device.pop()] = device_of[with_device.pop()] = shared
         for i in with_device:
-            device_of[i] = _pick(self.rng, self.referrer_devices)
+            device_of[i] = pick(self.rng, self.referrer_devices)
         return device_of
 
     def other_address(self) -> str:
@@ -219,7 +208,7 @@ class _Builder:
             room = (self.review_end + timedelta(days=1) - created).total_seconds() / 60 - 1
             minutes = float(rng.uniform(15, min(6 * 24 * 60, room)))
         acc = self.account_ids[i]
-        cards = [self.spare_cards.pop()] + ([_pick(rng, self.referrer_cards)] if "shared_payment" in indicators else [])
+        cards = [self.spare_cards.pop()] + ([pick(rng, self.referrer_cards)] if "shared_payment" in indicators else [])
         address = _format_address(rng, self.home, noise) if "shared_address" in indicators else self.other_address()
         self.account(acc, created + timedelta(minutes=minutes), [device or self.spare_devices.pop()], cards, address, 0)
         self.activity[acc] = _activity(rng, acc, "low_activity" in indicators, noise)
@@ -251,14 +240,14 @@ def generate_world(rng: np.random.Generator, difficulty: Mapping[str, Any]) -> d
     noise, most = int(difficulty["noise"]), int(difficulty["referrals"])
     review = _BASE_DAY + timedelta(days=int(rng.integers(120, 480)))
     review_end = datetime(review.year, review.month, review.day, tzinfo=timezone.utc)
-    target = _pick(rng, SEVERITIES)
+    target = pick(rng, SEVERITIES)
     warned = bool(rng.random() < 0.5)
     while True:
         n = int(rng.integers(2, most + 1))
         combos = _combos(n, target)
         if combos:
             break
-    flagged, payment, velocity = _pick(rng, combos)
+    flagged, payment, velocity = pick(rng, combos)
     sets = _indicator_sets(rng, n, flagged, payment)
     days = _creation_days(rng, n, velocity)
     b = _Builder(rng, noise, review_end, n)

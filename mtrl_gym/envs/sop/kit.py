@@ -1,0 +1,85 @@
+"""The domain kit: small helpers every SOP domain package shares (seeded draws, text noise, record lookups).
+
+World generators draw everything from the ``numpy`` ``Generator`` they are given, so these
+helpers take it explicitly; the same ``rng`` state gives the same result in every process.
+Tools look records up in the episode's world (``ctx.state``) and answer an unknown id with
+a :class:`~mtrl_gym.envs.sandbox.ToolError` the model reads.
+
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> pick(rng, ["a", "b", "c"]) in ("a", "b", "c")
+True
+>>> vary_case(np.random.default_rng(1), "Open Ticket", 0)
+'Open Ticket'
+>>> find({"AB-1": {"id": "AB-1"}}, " ab-1 ", "no record 'x'")
+{'id': 'AB-1'}
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from mtrl_gym.envs.sandbox.tools import ToolError
+
+__all__ = ["pick", "weighted", "vary_case", "find", "ids", "stable_number"]
+
+T = TypeVar("T")
+
+
+def pick(rng: np.random.Generator, items: Sequence[T]) -> T:
+    """One item of ``items``, uniformly (one ``rng.integers`` draw)."""
+    return items[int(rng.integers(len(items)))]
+
+
+def weighted(rng: np.random.Generator, options: Sequence[tuple[T, float]]) -> T:
+    """A value of ``options`` (``(value, weight)`` pairs whose weights sum to 1), one ``rng.random`` draw."""
+    r, acc = rng.random(), 0.0
+    for value, weight in options:
+        acc += weight
+        if r < acc:
+            return value
+    return options[-1][0]
+
+
+def vary_case(rng: np.random.Generator, text: str, noise: int) -> str:
+    """``text`` with irregular case or spacing at ``noise`` >= 1, half the time (equal after trimming,
+    collapsing whitespace and ignoring case, the comparison the SOPs prescribe)."""
+    if noise == 0 or rng.random() < 0.5:
+        return text
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return text.upper()
+    if kind == 1:
+        return text.lower() if text != text.lower() else text.title()
+    if kind == 2:
+        return f" {text}  "
+    return text.replace(" ", "  ", 1) if " " in text else f"{text} "
+
+
+def ids(rng: np.random.Generator, prefix: str, count: int, width: int = 6) -> list[str]:
+    """``count`` distinct ids ``f"{prefix}{n}"``, ``n`` a ``width``-digit number (one draw per try)."""
+    out: list[str] = []
+    while len(out) < count:
+        value = f"{prefix}{int(rng.integers(10 ** (width - 1), 10 ** width))}"
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def find(table: Mapping[str, Any], key: Any, missing: str) -> Any:
+    """``table[key]`` for an id as a model may type it (case and surrounding spaces ignored; the
+    table's keys are upper case), else a :class:`ToolError` with the message ``missing``."""
+    record = table.get(key.strip().upper()) if isinstance(key, str) else None
+    if record is None:
+        raise ToolError(missing)
+    return record
+
+
+def stable_number(*parts: str) -> int:
+    """A 32-bit number derived from ``parts`` (the same in every process): for distractor tools,
+    whose made-up answers must be deterministic without drawing from the world's ``rng``."""
+    return int(hashlib.blake2b("|".join(parts).encode("utf-8", "surrogatepass"), digest_size=4).hexdigest(), 16)

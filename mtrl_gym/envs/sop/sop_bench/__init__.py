@@ -1,0 +1,28 @@
+"""Evaluation-only access to a user's own checkout of the official SOP-Bench data.
+
+Nothing of SOP-Bench ships with mtrl_gym: :func:`load_benchmark` reads a domain folder the
+user points at (``sop.txt``, ``toolspecs.json``, ``tools.py``, ``metadata.json``,
+``test_set_with_outputs.csv``) and prints the licence terms, :class:`SOPBenchEnv` exposes
+each row as an evaluation task with the benchmark's SOP and tools (run in a separate
+process), :func:`leak_report` checks whether the official tools hand the expected outputs to
+the agent, and :func:`check_trainable` refuses these rows as training tasks. Importing this
+package registers ``mtrl/SOP-Bench-v0`` (``gymnasium.make("mtrl/SOP-Bench-v0", path=...,
+domain=...)``); it is not in :func:`mtrl_gym.registry.list_envs`, which lists trainable envs.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+from mtrl_gym.envs.sop.sop_bench.data import (LICENCE_TERMS, REQUIRED_FILES, Benchmark, benchmark_tasks,
+                                              list_domains, load_benchmark)
+from mtrl_gym.envs.sop.sop_bench.env import EVALUATION_ONLY, SOPBenchEnv, check_trainable, leaks_in, official_match
+from mtrl_gym.envs.sop.sop_bench.leaks import leak_report
+
+__all__ = ["SOPBenchEnv", "Benchmark", "load_benchmark", "benchmark_tasks", "list_domains", "leak_report",
+           "check_trainable", "official_match", "leaks_in", "LICENCE_TERMS", "REQUIRED_FILES", "EVALUATION_ONLY",
+           "ENV_ID"]
+
+ENV_ID = "mtrl/SOP-Bench-v0"
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(ENV_ID, entry_point="mtrl_gym.envs.sop.sop_bench.env:SOPBenchEnv", disable_env_checker=True)

@@ -1,0 +1,102 @@
+"""Tools of the VideoClassification domain: upload, content-signal and uploader look-ups, the catalogue
+assignment (the stateful action) and two distractors (view counts, a transcoding status).
+
+Every tool reads the episode's world through ``ctx.state``; unknown ids raise :class:`ToolError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
+from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.video_classification.procedure import assignment_number
+
+__all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_upload", "get_content_signals", "get_uploader", "assign_category",
+           "get_view_stats", "get_transcode_status"]
+
+Category = Literal["news", "education", "sports", "music", "food", "entertainment", "uncategorized"]
+Audience = Literal["general", "kids", "mature"]
+Monetization = Literal["full", "limited", "none"]
+
+
+def _upload(ctx: ToolContext, video_id: str) -> dict[str, Any]:
+    return find(ctx.state["uploads"], video_id, f"no upload {video_id!r}; video ids look like 'VID-1234567'")
+
+
+@tool
+def get_upload(ctx: ToolContext, video_id: str) -> dict[str, Any]:
+    """Read an uploaded video's record: uploader, duration, the category the uploader declared.
+
+    Args:
+        video_id: The video id, e.g. "VID-4829130".
+    """
+    return _upload(ctx, video_id)
+
+
+@tool
+def get_content_signals(ctx: ToolContext, video_id: str) -> dict[str, Any]:
+    """The content classifier's output for a video: detected topics with confidence, the music share.
+
+    Args:
+        video_id: The video id.
+    """
+    return ctx.state["signals"][_upload(ctx, video_id)["video_id"]]
+
+
+@tool
+def get_uploader(ctx: ToolContext, uploader_id: str) -> dict[str, Any]:
+    """Read an uploader's channel: channel type (creator, brand, kids_channel), region.
+
+    Args:
+        uploader_id: The uploader id, e.g. "UPL-48213".
+    """
+    return find(ctx.state["uploaders"], uploader_id, f"no uploader {uploader_id!r}")
+
+
+@tool
+def assign_category(ctx: ToolContext, video_id: str, category: Category, audience: Audience,
+                    monetization: Monetization) -> dict[str, Any]:
+    """Record a video's catalogue category, audience and monetisation (once per video).
+
+    Args:
+        video_id: The video id.
+        category: The catalogue category.
+        audience: The audience rating.
+        monetization: The monetisation level.
+    """
+    upload = _upload(ctx, video_id)
+    if ctx.state["assignments"]:
+        raise ToolError(f"video {upload['video_id']} is already classified "
+                        f"({ctx.state['assignments'][0]['assignment_id']})")
+    record = {"assignment_id": assignment_number(ctx.state["assignment_number"]), "video_id": upload["video_id"],
+              "category": category, "audience": audience, "monetization": monetization}
+    ctx.state["assignments"].append(record)
+    return record
+
+
+@tool
+def get_view_stats(video_id: str) -> dict[str, Any]:
+    """A video's view count and average watch time.
+
+    Args:
+        video_id: The video id.
+    """
+    n = stable_number("views", video_id)
+    return {"video_id": video_id, "views": n % 100000, "avg_watch_s": n % 300}
+
+
+@tool
+def get_transcode_status(video_id: str) -> dict[str, Any]:
+    """Whether a video's renditions are ready.
+
+    Args:
+        video_id: The video id.
+    """
+    return {"video_id": video_id, "renditions": ["360p", "720p", "1080p"][: 1 + stable_number("tc", video_id) % 3],
+            "status": "ready"}
+
+
+DISTRACTOR_TOOLS = ("get_view_stats", "get_transcode_status")
+TOOLS = ToolSet([get_upload, get_content_signals, get_uploader, assign_category, get_view_stats,
+                 get_transcode_status])
