@@ -17,6 +17,7 @@ from mtrl_gym.envs.wordle import game
 from mtrl_gym.envs.wordle.game import MAX_GUESSES, WORD_LENGTH
 from mtrl_gym.envs.wordle.knowledge import Knowledge, describe_feedback
 from mtrl_gym.envs.wordle.prompts import HARD_MODE_RULE, NO_GUESS_HELP, SYSTEM_PROMPT, TASK_PROMPT, TOOLS
+from mtrl_gym.envs.wordle.turn_facts import wordle_turn_facts
 from mtrl_gym.error import InvalidTask
 from mtrl_gym.parsing import ParseResult, ToolCallParser
 
@@ -157,6 +158,9 @@ class WordleEnv(gymnasium.Env[str, str]):
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}
     success_threshold = SUCCESS_THRESHOLD
     reward_range = (MIN_REWARD, MAX_REWARD)
+    #: Per-turn yes/no facts of a step's ``info`` (``valid_guess``, ``new_word``), read by
+    #: :class:`mtrl_gym.wrappers.EpisodeStats` for play statistics.
+    turn_facts = staticmethod(wordle_turn_facts)
 
     def __init__(self, *, hard_mode: bool = False, invalid_word: str = "reject",
                  max_steps: int = DEFAULT_MAX_STEPS, render_mode: str | None = None):
