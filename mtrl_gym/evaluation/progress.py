@@ -38,12 +38,14 @@ class EvalProgress:
         name: the run's name (the bar's label).
         episodes: episodes this run still has to play.
         enabled: False records counts but shows nothing.
+        batch: episodes sampled together (a model run's batch), for the plan line.
         hint: how to shorten a long run, appended to the estimate line.
     """
 
-    def __init__(self, name: str, episodes: int, *, enabled: bool = True,
+    def __init__(self, name: str, episodes: int, *, enabled: bool = True, batch: int | None = None,
                  hint: str = "Ctrl-C keeps finished episodes; --limit N and -n N shorten the run"):
         self.name, self.episodes, self.hint = name, int(episodes), hint
+        self.batch = min(int(batch), self.episodes) if batch else None
         self.done = self.turns = self.tokens = 0
         self.estimate: str | None = None
         self._tokens_done = 0
@@ -78,6 +80,9 @@ class EvalProgress:
             sampler.on_tokens = self.add_tokens
         self._sampler = sampler
         self._open(unit="tok", total=None)
+        if self._bar is not None and self.batch and self.batch < self.episodes:
+            self._bar.write(f"{self.name}: {self.episodes} episodes, sampled {self.batch} at a time; the time the "
+                            "rest takes is estimated after the first batch", file=sys.stderr)
         try:
             yield
         finally:

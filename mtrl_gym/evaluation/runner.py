@@ -294,7 +294,8 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
     try:
         for i, spec in enumerate(order):
             done = store.done(spec.name, retry_failed=retry_failed)
-            bar = EvalProgress(spec.name, len(rows) * config.n - len(done), enabled=config.progress)
+            bar = EvalProgress(spec.name, len(rows) * config.n - len(done), enabled=config.progress,
+                               batch=config.batch_tasks * config.n)
             try:
                 if spec.kind == "policy":
                     _play_policy(spec, maker, rows, config, store, done, failure_reward, bar)
