@@ -16,6 +16,12 @@ Examples::
 A run is ``LABEL[:TEMPERATURE[:TOP_P]]``; labels: ``base`` (--model), ``trained``
 (--adapter DIR, or NAME=DIR for more adapters), ``endpoint`` (--endpoint URL, or
 NAME=URL), ``solver`` and ``random``.
+
+An adapter written by ``mtrl-gym train`` is served as it was trained: system prompt, tool
+schemas or not, format prefill, stop strings and tokens per turn come from its run's
+``config.yaml`` (:mod:`mtrl_gym.evaluation.serving`); a flag that differs wins and is
+reported. An ``--out`` that holds an evaluation is refused unless ``--resume`` or
+``--overwrite`` is given.
 """
 
 from __future__ import annotations
