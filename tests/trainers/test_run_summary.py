@@ -93,3 +93,13 @@ def test_train_refuses_a_used_folder_and_prints_a_ready_eval_command(tmp_path, m
            "--overwrite, or give a fresh --output-dir" in capsys.readouterr().err
     assert main([*argv, "--overwrite"]) == 0
     assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 1  # the old run is gone, not mixed
+
+
+def test_adding_lora_adapters_prints_no_transformers_future_warning(chatml_tokenizer):
+    import warnings
+
+    from mtrl_gym.trainers.grpo.policy import prepare_policy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        prepare_policy(build_tiny_llama(len(chatml_tokenizer), seed=0), lora_rank=4, lora_alpha=8.0, seed=0)
