@@ -107,21 +107,21 @@ def run(args) -> int:
         print(f"trained {summary['steps']} steps; run folder: {summary['run_dir']}", file=sys.stderr)
     adapter = Path(summary["run_dir"]) / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter"
     if adapter.is_dir():
-        print(f"evaluate the adapter in full games, served as in training (about {_EVAL_MINUTES} min on 2 CPU "
-              f"cores):\n  {eval_command(config, adapter)}")
+        print(f"evaluate the adapter against its base model in full games on 8 held-out tasks, served as in "
+              f"training ({_EVAL_COST}):\n  {eval_command(config, adapter)}")
     return 0
 
 
-#: Measured minutes of :func:`eval_command`'s evaluation on a 2-core CPU (README, "Evaluation").
-_EVAL_MINUTES = "4"
+#: What :func:`eval_command`'s evaluation cost on the project's 2-core CPU (README, "Evaluation").
+_EVAL_COST = "about 4 CPU-minutes per model on a 2-core CPU"
 
 
 def eval_command(config, adapter: Path) -> str:
-    """A ready-to-paste ``mtrl-gym eval`` of ``adapter`` against its base model: 16 held-out
-    tasks, one game each; the serving settings come from the run's config.yaml."""
+    """A ready-to-paste ``mtrl-gym eval`` of ``adapter`` against its base model: 8 held-out
+    tasks (one rollout batch), one game each; the serving settings come from the run's config.yaml."""
     import shlex
 
     out = Path(config.output_dir) / "eval"
     parts = ["mtrl-gym", "eval", config.env, "--model", config.model, "--adapter", str(adapter),
-             "--limit", "16", "-n", "1", "--out", str(out)]
+             "--limit", "8", "-n", "1", "--out", str(out)]
     return " ".join(shlex.quote(p) for p in parts)

@@ -87,7 +87,7 @@ def test_train_refuses_a_used_folder_and_prints_a_ready_eval_command(tmp_path, m
     command = next(x.strip() for x in capsys.readouterr().out.splitlines() if x.strip().startswith("mtrl-gym eval"))
     assert shlex.split(command) == ["mtrl-gym", "eval", "mtrl/Wordle-v0", "--model", "smollm2-135m", "--adapter",
                                     str(tmp_path / "run" / "checkpoints" / "step_000001" / "adapter"),
-                                    "--limit", "16", "-n", "1", "--out", str(tmp_path / "run" / "eval")]
+                                    "--limit", "8", "-n", "1", "--out", str(tmp_path / "run" / "eval")]
     assert main(argv) == 2
     assert "already holds a run (metrics.jsonl, checkpoints): continue it with --resume, replace it with " \
            "--overwrite, or give a fresh --output-dir" in capsys.readouterr().err
