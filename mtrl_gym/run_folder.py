@@ -13,7 +13,7 @@ calls :func:`claim_output_dir` before writing anything. A folder already holding
 >>> claim_output_dir(d, markers=TRAIN_MARKERS, flag="--output-dir")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-mtrl_gym.error.ConfigError: ... already holds a run (metrics.jsonl): continue it with --resume, replace it with --overwrite, or give a fresh --output-dir
+mtrl_gym.error.ConfigError: ... already holds a run (metrics.jsonl): continue it with --resume, ...
 """
 
 from __future__ import annotations
