@@ -81,3 +81,25 @@ def test_layer_doc_names_the_test():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         importlib.import_module("mtrl_gym.rollout.engine")
+
+
+def test_the_trainer_refuses_evaluation_only_envs_and_rows(tmp_path):
+    from mtrl_gym.datasets import write_tasks
+    from mtrl_gym.envs.profile import EnvProfile
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.trainers.grpo.data import load_task_splits
+
+    class Benchmark(gymnasium.Env):
+        @classmethod
+        def profile(cls):
+            return EnvProfile(evaluation_only=True)
+
+    gymnasium.register("my_pkg/Bench-v0", entry_point=Benchmark)
+    try:
+        with pytest.raises(ConfigError, match="my_pkg/Bench-v0 is for evaluation only"):
+            load_task_splits("my_pkg/Bench-v0", None, None, train_size=1, val_size=1, split_seed=0)
+    finally:
+        gymnasium.registry.pop("my_pkg/Bench-v0", None)
+    write_tasks([{"prompt": "p", "answer": "paste", "id": "a", "evaluation_only": True}], tmp_path / "t.jsonl")
+    with pytest.raises(ConfigError, match="row 1 is marked evaluation_only"):
+        load_task_splits("mtrl/Wordle-v0", str(tmp_path / "t.jsonl"), None, train_size=1, val_size=1, split_seed=0)

@@ -16,12 +16,19 @@ Examples::
 A run is ``LABEL[:TEMPERATURE[:TOP_P]]``; labels: ``base`` (--model), ``trained``
 (--adapter DIR, or NAME=DIR for more adapters), ``endpoint`` (--endpoint URL, or
 NAME=URL), ``solver`` and ``random``.
+
+An adapter written by ``mtrl-gym train`` is served as it was trained: system prompt, tool
+schemas or not, format prefill, stop strings and tokens per turn come from its run's
+``config.yaml`` (:mod:`mtrl_gym.evaluation.serving`); a flag that differs wins and is
+reported. An ``--out`` that holds an evaluation is refused unless ``--resume`` or
+``--overwrite`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 
 def register(sub) -> None:
@@ -57,15 +64,20 @@ def register(sub) -> None:
     serve.add_argument("--temperature", type=float, default=1.0, help="default temperature (default: %(default)s)")
     serve.add_argument("--top-p", type=float, default=1.0, help="default top_p (default: %(default)s)")
     serve.add_argument("--top-k", type=int, default=0, help="top-k filter, 0 = off (default: %(default)s)")
-    serve.add_argument("--max-tokens", type=int, default=256, help="max tokens per turn (default: %(default)s)")
-    serve.add_argument("--system-prompt", default="default", metavar="default|none|FILE",
-                       help="the env's system prompt, none, or a file's text (default: %(default)s)")
-    serve.add_argument("--no-tools", dest="tools", action="store_false",
-                       help="no tool schemas in the system message (as trained by the cpu preset)")
-    serve.add_argument("--assistant-prefix", default="", metavar="TEXT",
-                       help="text every assistant turn starts with (a format prefill, as in training)")
-    serve.add_argument("--stop", action="append", default=[], metavar="TEXT",
-                       help="stop string of every turn (repeatable; the completing token is kept)")
+    serve.add_argument("--max-tokens", type=int, default=None,
+                       help="max tokens per turn (default: the adapter's training setting, else 256)")
+    serve.add_argument("--system-prompt", default=None, metavar="default|none|FILE",
+                       help="the env's system prompt, none, or a file's text (default: the adapter's training "
+                            "prompt, else default)")
+    serve.add_argument("--tools", dest="tools", action=argparse.BooleanOptionalAction, default=None,
+                       help="tool schemas in the system message; --no-tools as trained by the cpu preset "
+                            "(default: the adapter's training setting, else on)")
+    serve.add_argument("--assistant-prefix", default=None, metavar="TEXT",
+                       help="text every assistant turn starts with (a format prefill; default: the adapter's "
+                            "training setting, else none)")
+    serve.add_argument("--stop", action="append", default=None, metavar="TEXT",
+                       help="stop string of every turn (repeatable; the completing token is kept; default: "
+                            "the adapter's training setting, else none)")
     serve.add_argument("--max-turns", type=int, default=None, help="most turns per episode (default: the env's)")
     serve.add_argument("--max-episode-tokens", type=int, default=4096, help="token budget per episode")
     serve.add_argument("--seed", type=int, default=0, help="task i resets with seed + i (default: %(default)s)")
@@ -74,6 +86,7 @@ def register(sub) -> None:
     out = p.add_argument_group("output")
     out.add_argument("--out", default=None, help="output folder (default: mtrl-eval/<timestamp>)")
     out.add_argument("--resume", action="store_true", help="continue the evaluation in --out")
+    out.add_argument("--overwrite", action="store_true", help="replace the evaluation already in --out")
     out.add_argument("--retry-failed", action="store_true", help="with --resume, replay failed episodes too")
     out.add_argument("--training-run", default=None, help="training run (folder, metrics JSONL or mlflow:<run_id>) "
                      "for training curves and the reward-hacking check (default: the run folder of a single "
@@ -116,18 +129,88 @@ def _named(values: list[str], default: str, key: str) -> dict[str, dict[str, str
     return out
 
 
-def build_runs(args):
-    """The run specs of the command line (see the module docstring for the grammar)."""
+#: RunSpec serving fields when neither a flag nor an adapter's training run sets them.
+_SERVING_DEFAULTS = {"max_new_tokens": 256, "system_prompt": "default", "tools": True, "assistant_prefix": "",
+                     "stop": ()}
+#: RunSpec field -> command-line flag (for messages).
+_FLAGS = {"max_new_tokens": "--max-tokens", "system_prompt": "--system-prompt", "tools": "--tools/--no-tools",
+          "assistant_prefix": "--assistant-prefix", "stop": "--stop"}
+
+
+def _given_serving(args) -> dict:
+    """The serving settings given as flags (the others stay unset)."""
+    given = {"max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt, "tools": args.tools,
+             "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop) if args.stop is not None else None}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _inherited(adapter: str, out_dir: str | None, log) -> dict | None:
+    """The serving settings of the run that trained ``adapter`` as RunSpec fields, or None.
+
+    A system prompt text is saved under ``out_dir`` (default: the temporary folder)."""
+    import tempfile
+
+    from mtrl_gym.evaluation.serving import system_prompt_file, training_serving
+
+    found = training_serving(adapter)
+    if found is None:
+        return None
+    settings, path = found
+    text = settings.pop("system_prompt_text")
+    if text is None:
+        settings["system_prompt"] = "default"
+    elif text == "":
+        settings["system_prompt"] = "none"
+    else:
+        settings["system_prompt"] = system_prompt_file(text, out_dir or Path(tempfile.gettempdir()) / "mtrl_gym")
+    prompt = "the env's" if text is None else ("none" if text == "" else f"the run's own ({len(text)} characters)")
+    log(f"serving settings of {adapter} from its training run ({path}): max tokens {settings.get('max_new_tokens')}, "
+        f"system prompt {prompt}, tool schemas {'on' if settings['tools'] else 'off'}, format prefill "
+        f"{settings['assistant_prefix']!r}, stop {list(settings['stop'])}")
+    return settings
+
+
+def _describe(field: str, value, *, trained: bool = False) -> str:
+    if trained and field == "system_prompt" and value not in ("default", "none"):
+        return "its own system prompt text"
+    return repr(list(value)) if field == "stop" else repr(value)
+
+
+def build_runs(args, out_dir: str | None = None, log=None):
+    """The run specs of the command line (see the module docstring for the grammar).
+
+    Serving settings: an adapter's come from its training run's config.yaml (its system
+    prompt text is saved under ``out_dir``), then the flags; the base and
+    endpoint runs get the adapters' settings when every adapter was trained with the same,
+    so that base and trained are served alike. Every flag that overrides a training
+    setting is reported through ``log``.
+    """
     from mtrl_gym.error import ConfigError
     from mtrl_gym.eval import parse_run
+    from mtrl_gym.evaluation.serving import differences
 
+    log = log or (lambda text: print(text, file=sys.stderr))
+    given = _given_serving(args)
     sources: dict[str, dict] = {}
     if args.model:
         sources["base"] = {"model": args.model}
+    trained: dict[str, dict] = {}
     for label, src in _named(args.adapter, "trained", "adapter").items():
         sources[label] = {**src, **({"model": args.model} if args.model else {})}
+        inherited = _inherited(src["adapter"], out_dir, log)
+        if inherited is not None:
+            trained[label] = inherited
+            for field, was, now in differences(inherited, given):
+                log(f"{_FLAGS[field]} {_describe(field, now)} overrides how {label} was trained "
+                    f"({_describe(field, was, trained=True)})")
+            sources[label].update({k: v for k, v in inherited.items() if k not in given})
     for label, src in _named(args.endpoint, "endpoint", "endpoint").items():
         sources[label] = {**src, "endpoint_model": args.endpoint_model, "model": args.model}
+    shared = list(trained.values())
+    if shared and all(t == shared[0] for t in shared) and len(shared) == len(args.adapter):
+        for label in sources:
+            if label not in trained:
+                sources[label].update({k: v for k, v in shared[0].items() if k not in given})
     # By default every source runs once; with --endpoint, --model names its tokenizer, not a run.
     tokens = list(args.runs) if args.runs else [label for label in sources
                                                   if label != "base" or not args.endpoint]
@@ -135,8 +218,7 @@ def build_runs(args):
     if not tokens:
         raise ConfigError("nothing to evaluate: give --model, --adapter, --endpoint or --policy (and --runs)")
     defaults = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
-                "max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt,
-                "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop), "tools": args.tools}
+                **_SERVING_DEFAULTS, **given}
     return [parse_run(t, sources, defaults=defaults) for t in tokens]
 
 
@@ -150,9 +232,9 @@ def run(args) -> int:
     if args.sop_bench:  # the official data, evaluation only: its rows are the tasks
         if not args.domain:
             raise ConfigError("--sop-bench needs --domain NAME (a domain folder of the checkout)")
-        from mtrl_gym.envs.sop.sop_bench.cli import setup
+        from mtrl_gym.envs.external import external_benchmark
 
-        args.env_id, args.tasks, env_kwargs = setup(args.sop_bench, args.domain)
+        args.env_id, args.tasks, env_kwargs = external_benchmark("sop-bench").setup(args.sop_bench, args.domain)
     split = args.split
     if split is None and args.tasks is None:
         from mtrl_gym.evaluation.tasks import split_names
@@ -181,8 +263,13 @@ def run(args) -> int:
             training_run = str(found)
             print(f"training run: {found} (the adapter's run folder; --training-run overrides)", file=sys.stderr)
     out_dir = args.out or str(default_out_dir())
+    from mtrl_gym.run_folder import EVAL_ARTEFACTS, EVAL_MARKERS, claim_output_dir
+
+    claim_output_dir(out_dir, markers=EVAL_MARKERS, artefacts=EVAL_ARTEFACTS, resume=args.resume,
+                     overwrite=args.overwrite, flag="--out")
+    runs = build_runs(args, out_dir)
     try:
-        result = evaluate(args.env_id, build_runs(args), tasks=args.tasks, split=split, limit=args.limit,
+        result = evaluate(args.env_id, runs, tasks=args.tasks, split=split, limit=args.limit,
                           config=config, out_dir=out_dir, resume=args.resume, retry_failed=args.retry_failed,
                           training_run=training_run, pool=pool, mlflow=mlflow, tracking_uri=args.tracking_uri,
                           experiment=args.experiment)
@@ -192,9 +279,9 @@ def run(args) -> int:
         raise
     print(text_table(result.summary))
     if args.sop_bench:
-        from mtrl_gym.envs.sop.sop_bench.cli import official_report
+        from mtrl_gym.envs.external import external_benchmark
 
-        print(official_report(result.files))
+        print(external_benchmark("sop-bench").official_report(result.files))
     for flag in result.summary.get("flags", []):
         print(f"WARNING ({flag['run']}): {flag['message']}", file=sys.stderr)
     print(f"\nsummary: {result.files['summary']}")

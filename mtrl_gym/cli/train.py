@@ -12,7 +12,12 @@ merge in order: defaults, ``--config`` files or preset names (repeatable), flags
 
 ``--resume`` continues from the run's latest checkpoint (or a given checkpoint folder)
 with the config saved in it; flags given on the same command line still apply (e.g. a
-larger ``--max-steps``).
+larger ``--max-steps``). An ``--output-dir`` that already holds a run is refused unless
+``--resume`` continues it or ``--overwrite`` replaces it, so two runs never mix.
+
+At the end the command prints the run summary (the held-out check before -> after in the
+bare env's terms, the run folder, the MLflow command) and an ``mtrl-gym eval`` command
+for the adapter it wrote, which serves it as it was trained.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ def register(sub) -> None:
                    help="override any field, e.g. --set lora_rank=8 (repeatable)")
     p.add_argument("--resume", nargs="?", const=_NO_VALUE, default=None, metavar="PATH",
                    help="continue a run: a checkpoint folder or run folder (default: --output-dir)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --output-dir (its checkpoints, metrics and trajectories)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     fields = p.add_argument_group("config fields (see docs/training.md)")
     docs = field_docs()
@@ -86,8 +93,11 @@ def run(args) -> int:
 
         print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
         return 0
+    from mtrl_gym.run_folder import TRAIN_ARTEFACTS, TRAIN_MARKERS, claim_output_dir
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 
+    claim_output_dir(config.output_dir, markers=TRAIN_MARKERS, artefacts=TRAIN_ARTEFACTS,
+                     resume=resume is not None, overwrite=args.overwrite, flag="--output-dir")
     trainer = GRPOTrainer(config, resume=resume)
     try:
         summary = trainer.train()
@@ -95,4 +105,23 @@ def run(args) -> int:
         trainer.close()
     if not config.progress:
         print(f"trained {summary['steps']} steps; run folder: {summary['run_dir']}", file=sys.stderr)
+    adapter = Path(summary["run_dir"]) / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter"
+    if adapter.is_dir():
+        print(f"evaluate the adapter against its base model in full games on 8 held-out tasks, served as in "
+              f"training ({_EVAL_COST}):\n  {eval_command(config, adapter)}")
     return 0
+
+
+#: What :func:`eval_command`'s evaluation cost on the project's 2-core CPU (README, "Evaluation").
+_EVAL_COST = "about 4 CPU-minutes per model on a 2-core CPU"
+
+
+def eval_command(config, adapter: Path) -> str:
+    """A ready-to-paste ``mtrl-gym eval`` of ``adapter`` against its base model: 8 held-out
+    tasks (one rollout batch), one game each; the serving settings come from the run's config.yaml."""
+    import shlex
+
+    out = Path(config.output_dir) / "eval"
+    parts = ["mtrl-gym", "eval", config.env, "--model", config.model, "--adapter", str(adapter),
+             "--limit", "8", "-n", "1", "--out", str(out)]
+    return " ".join(shlex.quote(p) for p in parts)

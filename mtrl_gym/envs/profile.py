@@ -79,6 +79,12 @@ class EnvProfile:
     """An episode succeeds when its outcome reward is at least this (``None``: the env says in ``info``)."""
     shaping_limits: tuple[float, float] | None = None
     """Largest ``(success_weight, failure_weight)`` of bounded shaping that keeps the outcome tiers apart."""
+    turn_facts: Callable[[Mapping[str, Any]], Mapping[str, bool]] | None = None
+    """Per-turn yes/no facts of a step's ``info`` (Wordle: ``valid_guess``, ``new_word``) that
+    play statistics average (:class:`mtrl_gym.wrappers.EpisodeStats`, the training summary)."""
+    evaluation_only: bool = False
+    """Every task of this env is for evaluation only (e.g. a benchmark whose licence forbids
+    training): the trainer and demonstrations refuse the env."""
 
     @property
     def split_names(self) -> tuple[str, ...]:

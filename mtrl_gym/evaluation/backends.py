@@ -20,6 +20,7 @@ import json
 import struct
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -330,7 +331,10 @@ def _merge_adapter(model, adapter: str):
 
         raise DependencyNotInstalled("peft", extra="train") from None
     try:
-        peft_model = PeftModel.from_pretrained(model, str(Path(adapter).expanduser()))
+        with warnings.catch_warnings():  # peft reads transformers' deprecated alias; not the user's concern
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
+                                    category=FutureWarning)
+            peft_model = PeftModel.from_pretrained(model, str(Path(adapter).expanduser()))
     except (RuntimeError, ValueError, KeyError) as e:
         raise ConfigError(f"adapter {adapter!r} cannot be loaded onto its base model: {e}") from None
     return peft_model.merge_and_unload().eval()

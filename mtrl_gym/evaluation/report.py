@@ -3,11 +3,12 @@
 :func:`write_report` writes into one folder:
 
 * ``success_pass_at_k.png``: per run, bars of pass@k for every k (pass@1 is the success
-  rate), with the bootstrap intervals as error bars;
+  rate, the axis in %), with the bootstrap intervals as error bars; a 0 % bar is drawn
+  as a thick stroke on the axis;
 * ``training_curves.png`` (when a training run was given): its training reward and its
   external success metric per step, with each evaluated run's success rate as a
-  horizontal line, so a validation curve at one temperature can be read against the
-  serving settings;
+  horizontal line (runs with the same rate share one line, named in its label), so a
+  validation curve at one temperature can be read against the serving settings;
 * ``report.md``: the settings, the results table, flags, the plots and a few full
   trajectories rendered as a trace (model turn, tool call, feedback).
 
@@ -113,6 +114,17 @@ def _pyplot():
 def plot_pass_at_k(summary: Mapping[str, Any], path: str | Path) -> Path:
     """Bar chart of pass@k per run (k = 1 is the success rate) with interval error bars."""
     plt = _pyplot()
+    fig = pass_at_k_figure(summary)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def pass_at_k_figure(summary: Mapping[str, Any]):
+    """The matplotlib figure :func:`plot_pass_at_k` saves."""
+    plt = _pyplot()
     runs = summary["runs"]
     names = list(runs)
     ks = list(next(iter(runs.values()))["pass_at_k"])
@@ -125,20 +137,39 @@ def plot_pass_at_k(summary: Mapping[str, Any], path: str | Path) -> Path:
         xs = [i - 0.4 + width * (j + 0.5) for i in range(len(names))]
         bars = ax.bar(xs, values, width * 0.92, yerr=[low, high], capsize=2,
                       label="success (pass@1)" if k == "1" else f"pass@{k}")
-        ax.bar_label(bars, labels=[f"{100 * v:.0f}" for v in values], padding=2, fontsize=7)
+        _mark_zero_bars(ax, bars)
+        ax.bar_label(bars, labels=[f"{100 * v:.0f}%" for v in values], padding=2, fontsize=7)
     ax.set_xticks(range(len(names)), names, rotation=20 if len(names) > 4 else 0,
                   ha="right" if len(names) > 4 else "center")
-    ax.set_ylim(0, 1.12)
-    ax.set_ylabel("rate (bar labels in %)")
+    ax.set_ylim(-0.03, 1.12)
+    ax.axhline(0, color="0.4", linewidth=0.6)
+    from matplotlib.ticker import PercentFormatter
+
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_ylabel("tasks solved (success, pass@k)")
     ax.set_title(f"{summary['env_id']}: {summary['tasks']} tasks x {summary['samples_per_task']} samples")
     ax.legend(fontsize=8, ncol=min(len(ks), 6), loc="upper center", bbox_to_anchor=(0.5, -0.1 if len(names) <= 4
                                                                                      else -0.22))
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _mark_zero_bars(ax, bars) -> None:
+    """A thick stroke in the bar's colour where a bar has zero height, so that a 0 % bar is
+    seen (and told apart from a missing one)."""
+    for bar in bars:
+        if bar.get_height() == 0:
+            x, w = bar.get_x(), bar.get_width()
+            ax.plot([x, x + w], [0, 0], color=bar.get_facecolor(), linewidth=4, solid_capstyle="butt",
+                    zorder=3, gid="zero-bar")
+
+
+def _level_lines(runs: Mapping[str, Mapping[str, Any]]) -> list[tuple[float, list[str]]]:
+    """Evaluated success rates as ``(rate, run names)``, runs with the same rate on one line."""
+    levels: dict[float, list[str]] = {}
+    for name, s in runs.items():
+        levels.setdefault(round(float(s["success_rate"]["value"]), 6), []).append(name)
+    return sorted(levels.items())
 
 
 def plot_training_curves(curves, summary: Mapping[str, Any], path: str | Path) -> Path:
@@ -156,9 +187,9 @@ def plot_training_curves(curves, summary: Mapping[str, Any], path: str | Path) -
             label += f" (training's validation, T={curves.settings['val_temperature']:g})"
         bottom.plot([s for s, _ in success], [v for _, v in success], color="black",
                     marker="." if len(success) < 50 else None, label=label)
-    for i, (name, s) in enumerate(summary["runs"].items()):
-        bottom.axhline(s["success_rate"]["value"], linestyle="--", linewidth=1, color=f"C{i % 10}",
-                       label=f"eval {name}")
+    for i, (rate, names) in enumerate(_level_lines(summary["runs"])):
+        bottom.axhline(rate, linestyle="--", linewidth=1, color=f"C{i % 10}",
+                       label=f"eval {', '.join(names)}: {rate:.0%}")
     bottom.set_ylabel("success rate", fontsize=9)
     bottom.set_xlabel("training step")
     bottom.set_ylim(-0.02, 1.02)

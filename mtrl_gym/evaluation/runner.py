@@ -9,6 +9,8 @@
    ``seed + i`` in every run, so base and trained models, endpoints and the reference
    policies face identical games. Models go through the rollout engine in batches of
    ``batch_tasks`` tasks; each episode is appended to the run's JSONL as soon as it ends.
+   The progress bar counts sampled tokens and turns, and after the first batch a line says
+   how long the rest of the run should take (:mod:`mtrl_gym.evaluation.progress`).
    If every episode of a batch fails (endpoint gone, out of memory), the run stops with an
    error and what finished is kept; ``resume=True`` continues where it stopped.
 3. **Score** with the bare env's outcome (:mod:`mtrl_gym.evaluation.scoring`), whatever
@@ -31,6 +33,7 @@ import gymnasium
 from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.backends import ModelPool
 from mtrl_gym.evaluation.policies import make_policy, play_episode
+from mtrl_gym.evaluation.progress import EvalProgress
 from mtrl_gym.evaluation.scoring import OutcomeRecorder
 from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, resolve_system_prompt
 from mtrl_gym.evaluation.store import EvalStore
@@ -145,7 +148,8 @@ def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStor
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
                             seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.assistant_prefix)
     try:
-        with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine:
+        with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine, \
+                bar.watch(sampler):
             _play_batches(spec, engine, tasks, config, store, done, failure_reward, bar)
     finally:
         if spec.kind == "endpoint":  # its own connection pool; loaded models are the pool's to release
@@ -176,8 +180,7 @@ def _play_batches(spec: RunSpec, engine, tasks, config: EvalConfig, store: EvalS
                 failed.append(t)
             elif (t.group_id, t.sample_index) in todo:
                 saved += store.append(spec.name, [_record(t, spec.name, failure_reward, config.save_tokens)])
-                if bar is not None:
-                    bar.update(1)
+                bar.episode_done(t.sampled_tokens)
 
         engine.collect(tasks[start:stop], seed=config.seed + start, on_episode=finished)
         if failed and not saved and len(failed) == (stop - start) * config.n:
@@ -187,8 +190,9 @@ def _play_batches(spec: RunSpec, engine, tasks, config: EvalConfig, store: EvalS
                 "cause and run again with --resume (resume=True)")
         new = [t for t in failed if (t.group_id, t.sample_index) in todo]
         store.append(spec.name, [_record(t, spec.name, failure_reward, config.save_tokens) for t in new])
-        if bar is not None:
-            bar.update(len(new))
+        for t in new:
+            bar.episode_done(t.sampled_tokens)
+        bar.batch_done()
 
 
 def _play_policy(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, done: set,
@@ -204,8 +208,7 @@ def _play_policy(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalSto
                                     env_id=store.header["env_id"], max_turns=config.max_turns,
                                     failure_reward=failure_reward)
                 store.append(spec.name, [_record(traj, spec.name, failure_reward, config.save_tokens)])
-                if bar is not None:
-                    bar.update(1)
+                bar.episode_done()
     finally:
         env.close()
 
@@ -222,16 +225,6 @@ def _execution_order(runs: Sequence[RunSpec], pool: ModelPool) -> list[RunSpec]:
         key = pool.key(spec)
         keyed.append((first.setdefault(key, i) if key is not None else i, i, spec))
     return [spec for _, _, spec in sorted(keyed, key=lambda x: (x[0], x[1]))]
-
-
-def _progress(total: int, name: str, enabled: bool):
-    if not enabled or total == 0:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, desc=name, unit="ep")
 
 
 def _preflight(env_id: str, runs: Sequence[RunSpec], tasks, config: EvalConfig, pool: ModelPool):
@@ -301,15 +294,15 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
     try:
         for i, spec in enumerate(order):
             done = store.done(spec.name, retry_failed=retry_failed)
-            bar = _progress(len(rows) * config.n - len(done), spec.name, config.progress)
+            bar = EvalProgress(spec.name, len(rows) * config.n - len(done), enabled=config.progress,
+                               batch=config.batch_tasks * config.n)
             try:
                 if spec.kind == "policy":
                     _play_policy(spec, maker, rows, config, store, done, failure_reward, bar)
                 else:
                     _play_model(spec, maker, rows, config, store, pool, done, failure_reward, bar)
             finally:
-                if bar is not None:
-                    bar.close()
+                bar.close()
             pool.release(order[i + 1:])
     finally:
         pool.close()

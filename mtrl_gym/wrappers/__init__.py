@@ -8,6 +8,7 @@
 * :class:`PriorGuesses`: a Wordle curriculum that starts games with guesses played.
 * :class:`SystemPrompt`: replace the env's system prompt (train and serve with the same one).
 * :class:`RecordEpisodes`, :func:`replay_episode`: JSONL episode records and determinism checks.
+* :class:`EpisodeStats`: the episode's outcome reward and per-turn play rates (valid guesses...) in ``info``.
 
 A typical stack, innermost first::
 
@@ -22,6 +23,7 @@ See docs/wrappers.md for the shaping weights and the tier guarantees.
 
 from mtrl_gym.wrappers.chat import ChatHistory, ChatText, message_space, to_openai
 from mtrl_gym.wrappers.curriculum import PriorGuesses, safe_prior_words
+from mtrl_gym.wrappers.episode_stats import EpisodeStats, turn_facts_of
 from mtrl_gym.wrappers.field_reward import FieldReward, field_metrics
 from mtrl_gym.wrappers.format_penalty import FormatPenalty
 from mtrl_gym.wrappers.recording import RecordEpisodes, iter_episodes, load_episodes, replay_episode
@@ -38,4 +40,5 @@ __all__ = [
     "PriorGuesses", "safe_prior_words",
     "SystemPrompt",
     "RecordEpisodes", "replay_episode", "load_episodes", "iter_episodes",
+    "EpisodeStats", "turn_facts_of",
 ]

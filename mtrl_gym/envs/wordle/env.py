@@ -167,6 +167,7 @@ class WordleEnv(gymnasium.Env[str, str]):
         from mtrl_gym.envs.wordle.profile import wordle_profile
 
         return wordle_profile(cls.success_threshold)
+
     reward_range = (MIN_REWARD, MAX_REWARD)
 
     def __init__(self, *, hard_mode: bool = False, invalid_word: str = "reject",

@@ -28,6 +28,7 @@ import numpy as np
 
 from mtrl_gym.envs.profile import EnvProfile
 from mtrl_gym.envs.wordle.game import allowed_guesses, answers
+from mtrl_gym.envs.wordle.turn_facts import wordle_turn_facts
 from mtrl_gym.error import ConfigError
 
 __all__ = ["wordle_split", "wordle_profile", "SolverPolicyAdapter", "RandomWordPolicy", "TASK_PROMPT",
@@ -134,4 +135,5 @@ def wordle_profile(success_threshold: float) -> EnvProfile:
         },
         success_threshold=success_threshold,
         shaping_limits=(MAX_SUCCESS_WEIGHT, MAX_FAILURE_WEIGHT),
+        turn_facts=wordle_turn_facts,
     )

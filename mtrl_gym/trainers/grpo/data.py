@@ -35,11 +35,19 @@ def load_task_splits(env: str, train_tasks: str | None, val_tasks: str | None, *
     from mtrl_gym.datasets import read_tasks
     from mtrl_gym.envs.profile import profile_of
 
-    profile = profile_of(env) if train_tasks is None or val_tasks is None else None
+    profile = profile_of(env)
+    if profile.evaluation_only:
+        raise ConfigError(f"{env} is for evaluation only (its tasks may not be used for training); "
+                          "train on another env and evaluate on this one")
 
     def split(name: str, given: str | None, size: int) -> list[dict] | None:
         if given is not None:
-            return read_tasks(given, required=())
+            rows = read_tasks(given, required=())
+            flagged = next((i for i, r in enumerate(rows, 1) if r.get("evaluation_only") is True), None)
+            if flagged is not None and name == "train":
+                raise ConfigError(f"{given}: row {flagged} is marked evaluation_only (a benchmark's evaluation "
+                                  "task): it cannot be a training task")
+            return rows
         if name not in profile.splits:
             return None
         return profile.tasks(name, size, split_seed) if size > 0 else []

@@ -78,10 +78,14 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
                         env: str | Callable[[], gymnasium.Env] | None = None) -> Any:
     """A :class:`~mtrl_gym.rollout.engine.RolloutEngine` with the config's env and wrappers.
 
-    ``env`` (an id or a factory returning a new env) replaces ``config.env``.
+    ``env`` (an id or a factory returning a new env) replaces ``config.env``. Validation envs
+    get :class:`~mtrl_gym.wrappers.EpisodeStats` outermost, so the held-out metrics include
+    the bare env's outcome reward and per-turn play rates (``val/info/episode/...``).
     """
     from mtrl_gym.rollout.engine import RolloutEngine
+    from mtrl_gym.wrappers.episode_stats import EpisodeStats
 
     specs = config.val_env_wrappers if validation else config.env_wrappers
+    wrappers = build_wrappers(specs) + ([EpisodeStats] if validation else [])
     return RolloutEngine(env if env is not None else config.env, sampler, tokenizer,
-                         rollout_config(config, validation=validation), wrappers=build_wrappers(specs))
+                         rollout_config(config, validation=validation), wrappers=wrappers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -64,7 +65,10 @@ def prepare_policy(model: Any, *, full_finetune: bool = False, lora_rank: int = 
         config = LoraConfig(r=lora_rank, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
                             target_modules=lora_target_modules, bias="none", task_type="CAUSAL_LM")
         try:
-            policy = get_peft_model(model, config)
+            with warnings.catch_warnings():  # peft reads transformers' deprecated alias; not the user's concern
+                warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
+                                        category=FutureWarning)
+                policy = get_peft_model(model, config)
         except ValueError as e:
             raise ConfigError(f"cannot add LoRA adapters to {type(model).__name__}: {e}. Set "
                               "`lora_target_modules` to module names of this model (e.g. ['q_proj', 'v_proj'])") from None

@@ -32,7 +32,7 @@ from mtrl_gym.rollout.trajectory import Trajectory, json_safe, save_jsonl
 from mtrl_gym.mlflow_store import tracking_uri as store_uri
 
 __all__ = ["Tracker", "NullTracker", "MLflowTracker", "RunRecorder", "make_tracker", "StepProgress",
-           "format_summary", "default_tracking_uri"]
+           "format_summary", "format_held_out", "default_tracking_uri"]
 
 
 class Tracker:
@@ -173,6 +173,20 @@ class RunRecorder:
         self.tracker.log_artifact(path)
         return path
 
+    def records(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """The records of metrics.jsonl (of one ``kind``, e.g. ``"val"``), in order."""
+        if not self.metrics_path.is_file():
+            return []
+        out = []
+        for line in self.metrics_path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if kind is None or record.get("kind") == kind:
+                out.append(record)
+        return out
+
     def truncate_after(self, step: int) -> None:
         """Drop metrics.jsonl records beyond ``step`` (a resumed run repeats them)."""
         if not self.metrics_path.is_file():
@@ -222,23 +236,79 @@ class StepProgress:
             self.bar.close()
 
 
+#: Stop reasons of held-out episodes cut before the env gave its outcome.
+_CUT_STOPS = ("max_turns", "token_budget", "context_length", "truncated", "time_budget")
+
+
+def _val_rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """``(label, before, after, note)`` rows of the held-out check, bare env's terms first."""
+    rows: list[tuple[str, str, str, str]] = []
+
+    def add(key: str, label: str, kind: str, note: str = "") -> None:
+        if key not in after and key not in before:
+            return
+        fmt = (lambda v: f"{v:+.3f}") if kind == "num" else (lambda v: f"{v:.1%}")
+        show = [fmt(float(d[key])) if key in d else "-" for d in (before, after)]
+        rows.append((label, show[0], show[1], note))
+
+    add("val/info/episode/outcome_reward", "outcome reward", "num", "bare env's reward over the turns played")
+    add("val/success_rate", "success rate", "pct")
+    stats = sorted({k for d in (before, after) for k in d
+                    if k.startswith("val/info/episode/") and k.endswith("_rate")})
+    for key in stats:
+        name = key.removeprefix("val/info/episode/").removesuffix("_rate").replace("_", "-")
+        add(key, f"{name} rate", "pct", "share of turns")
+    add("val/format_error_rate", "format-error rate", "pct", "share of turns")
+    add("val/reward_mean", "shaped reward", "num", "the reward GRPO optimises, not a score")
+    return rows
+
+
+def format_held_out(summary: Mapping[str, Any]) -> list[str]:
+    """The held-out check before (first validation) and after (last) training, as text lines.
+
+    Reads ``first_val``, ``final_val`` and ``validation`` (the check's settings) of the
+    summary; empty when the run did not validate.
+    """
+    before, after = summary.get("first_val") or {}, summary.get("final_val") or {}
+    if not after:
+        return []
+    v = summary.get("validation") or {}
+    turns = v.get("max_turns")
+    head = (f"held-out check: {v.get('tasks', '?')} tasks x {v.get('group_size', '?')} episodes, temperature "
+            f"{v.get('temperature', '?')}, " + (f"at most {turns} turn(s) per episode" if turns else "full episodes"))
+    last = v.get("last_step", after.get("step", summary.get("steps", "?")))
+    steps = (f"step {before.get('step', 0)}", f"step {last}")
+    rows = _val_rows(before, after)
+    width = max(len(r[0]) for r in rows) if rows else 10
+    lines = [head, f"  {'':<{width}}  {steps[0]:>8}    {steps[1]:>8}"]
+    for label, b, a, note in rows:
+        lines.append(f"  {label:<{width}}  {b:>8} -> {a:>8}" + (f"   ({note})" if note else ""))
+    cut = sum(float(after.get(f"val/stop/{r}", 0.0)) for r in _CUT_STOPS)
+    if cut > 0:
+        lines.append(f"  {cut:.0%} of the held-out episodes stop at the turn or token limit, before the game "
+                     "ends: their outcome reward counts only the turns played")
+    return lines
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
-    """The end-of-run summary as aligned text (tokens are the billable-style totals)."""
+    """The end-of-run summary as plain text: what was run, the held-out check before -> after
+    (bare env's terms first, the shaped reward labelled), where everything is."""
     tokens = summary.get("tokens", {})
     seconds = summary.get("seconds", {})
-    lines = [f"run: {summary.get('run_dir', '')}",
-             f"steps: {summary.get('steps', 0)}   episodes: {summary.get('episodes', 0)}   "
-             f"optimizer steps: {summary.get('optimizer_steps', 0)}"]
-    lines.append("tokens:")
-    for key in ("prefill", "cached", "sampled", "trained", "train_forward", "val_prefill", "val_sampled"):
-        if key in tokens:
-            lines.append(f"  {key:<14}{int(tokens[key]):>14,}")
+    minutes = (seconds.get("step", 0.0) + seconds.get("validation", 0.0)) / 60
+    lines = [f"trained {summary.get('steps', 0)} steps ({summary.get('episodes', 0)} episodes, "
+             f"{summary.get('optimizer_steps', 0)} optimiser steps) in {minutes:.1f} min; status "
+             f"{summary.get('status', '?')}"]
+    lines.extend(format_held_out(summary))
+    if tokens:
+        shown = ", ".join(f"{key} {int(tokens[key]):,}" for key in ("prefill", "cached", "sampled", "trained",
+                                                                   "val_sampled") if key in tokens)
+        lines.append(f"tokens: {shown}")
     if seconds:
-        lines.append("seconds:")
-        for key, value in seconds.items():
-            lines.append(f"  {key:<14}{value:>14.1f}")
-    final = summary.get("final_val") or {}
-    for key in ("val/reward_mean", "val/success_rate", "val/pass_at_1"):
-        if key in final:
-            lines.append(f"{key}: {final[key]:.4f}")
+        lines.append("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in seconds.items()))
+    run_dir = summary.get("run_dir", "")
+    lines.append(f"run folder: {run_dir} (config.yaml, metrics.jsonl, checkpoints/, trajectories/, summary.json)")
+    if summary.get("tracking_uri") and summary.get("tracker_run_id"):
+        lines.append(f"MLflow: mlflow ui --backend-store-uri {summary['tracking_uri']}   "
+                     f"(then http://127.0.0.1:5000, run {summary['tracker_run_id']})")
     return "\n".join(lines)

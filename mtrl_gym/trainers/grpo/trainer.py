@@ -347,11 +347,18 @@ class GRPOTrainer:
         self.recorder.tracker.log_artifact(self.run_dir / "config.yaml")
 
     def _finish(self, status: str) -> dict[str, Any]:
+        c = self.config
+        vals = self.recorder.records("val")  # the first one is step 0's, also after a resume
         summary = {"run_dir": str(self.run_dir), "status": status, "steps": self.step,
                    "episodes": self.totals.episodes, "optimizer_steps": self.totals.optimizer_steps,
                    "tokens": self.totals.tokens, "seconds": self.totals.seconds,
+                   "first_val": vals[0] if vals else {},
                    "final_val": getattr(self, "last_val_metrics", {}),
-                   "tracker_run_id": self.recorder.tracker.run_id}
+                   "validation": {"tasks": len(self.val_tasks), "group_size": c.val_group_size,
+                                  "temperature": c.val_temperature, "max_turns": c.max_turns,
+                                  "last_step": self.last_val_step},
+                   "tracker_run_id": self.recorder.tracker.run_id,
+                   "tracking_uri": getattr(self.recorder.tracker, "tracking_uri", None)}
         self.recorder.summary(summary)
         self.recorder.tracker.finish(status)
         if self.config.progress:

@@ -111,6 +111,13 @@ class SOPBenchEnv(ToolSandboxEnv):
     evaluation_only = True
     """The tasks of this env are never training tasks."""
 
+    @classmethod
+    def profile(cls):
+        """Evaluation only: no named splits (the rows come from the user's checkout), refused for training."""
+        from mtrl_gym.envs.profile import EnvProfile
+
+        return EnvProfile(evaluation_only=True, success_threshold=float(cls.success_threshold))
+
     def __init__(self, path: str | Path, domain: str, *, purpose: str = "evaluation", max_tool_calls: int = 30,
                  max_turns: int | None = None, tasks: Any = None, quiet: bool = False, render_mode: str | None = None):
         if purpose != "evaluation":

@@ -1,0 +1,111 @@
+"""How an adapter was served in training, read back from its run's ``config.yaml``.
+
+An adapter trained with a format prefill, a stop string, a short system prompt without
+tool schemas and a few tokens per turn scores near zero when it is evaluated without them.
+:func:`training_serving` reads those settings from the training config saved next to the
+adapter (``<run>/checkpoints/step_N/config.yaml``, else ``<run>/config.yaml``) as
+:class:`~mtrl_gym.evaluation.specs.RunSpec` fields, so ``mtrl-gym eval --adapter`` serves the
+adapter as it was trained unless told otherwise (:func:`differences` says what an override
+changes).
+
+The fields: ``max_new_tokens``, ``assistant_prefix``, ``stop``, ``tools`` and
+``system_prompt_text`` (the text of the run's :class:`~mtrl_gym.wrappers.SystemPrompt`
+wrapper, ``None`` when it kept the env's prompt; a caller turns it into a
+``system_prompt`` file with :func:`system_prompt_file`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mtrl_gym.error import ConfigError
+
+__all__ = ["ServingSettings", "training_config_of", "training_serving", "differences", "system_prompt_file",
+           "SERVING_FIELDS"]
+
+#: The RunSpec fields an adapter's training decides (system_prompt_text becomes system_prompt).
+SERVING_FIELDS = ("max_new_tokens", "assistant_prefix", "stop", "tools", "system_prompt_text")
+
+ServingSettings = dict[str, Any]
+
+
+def training_config_of(adapter: str | os.PathLike) -> Path | None:
+    """The ``config.yaml`` of the run that wrote ``adapter``: beside the adapter (its
+    checkpoint folder) or in a folder up to three levels above it."""
+    path = Path(adapter).expanduser().resolve()
+    for parent in list(path.parents)[:4]:
+        if (parent / "config.yaml").is_file():
+            return parent / "config.yaml"
+    return None
+
+
+def _system_prompt(wrappers: Any, source: Path) -> tuple[str | None, bool] | None:
+    """``(text, tools)`` of the first SystemPrompt wrapper in ``wrappers`` (None: there is none)."""
+    for spec in wrappers or []:
+        name = spec.get("name", "") if isinstance(spec, Mapping) else str(spec)
+        if name.rsplit(":", 1)[-1].rsplit(".", 1)[-1] != "SystemPrompt":
+            continue
+        kwargs = (spec.get("kwargs") or {}) if isinstance(spec, Mapping) else {}
+        text = kwargs.get("text")
+        if text is None and kwargs.get("file"):
+            file = Path(kwargs["file"]).expanduser()
+            try:
+                text = file.read_text(encoding="utf-8")
+            except OSError as e:
+                raise ConfigError(f"{source}: the SystemPrompt file {str(file)!r} of the training run cannot be "
+                                  f"read ({e.strerror}); pass --system-prompt FILE") from None
+        return text, bool(kwargs.get("tools", True))
+    return None
+
+
+def training_serving(adapter: str | os.PathLike) -> tuple[ServingSettings, Path] | None:
+    """``(settings, config_path)`` of the run that trained ``adapter``; None without a config.yaml."""
+    path = training_config_of(adapter)
+    if path is None:
+        return None
+    try:
+        import yaml
+    except ImportError:
+        from mtrl_gym.error import DependencyNotInstalled
+
+        raise DependencyNotInstalled("pyyaml", extra="train") from None
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML ({e}); pass the serving settings as flags") from None
+    if not isinstance(config, Mapping):
+        raise ConfigError(f"{path} does not hold a training config (a mapping); pass the serving settings as flags")
+    settings: ServingSettings = {}
+    if isinstance(config.get("max_new_tokens"), int):
+        settings["max_new_tokens"] = config["max_new_tokens"]
+    settings["assistant_prefix"] = str(config.get("assistant_prefix") or "")
+    stop = config.get("stop") or []
+    settings["stop"] = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop)
+    prompt = _system_prompt(config.get("env_wrappers"), path) or _system_prompt(config.get("val_env_wrappers"), path)
+    text, tools = prompt if prompt is not None else (None, True)
+    settings["tools"] = tools
+    settings["system_prompt_text"] = text
+    return settings, path
+
+
+def differences(inherited: Mapping[str, Any], given: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(field, trained_with, given)`` for each given setting that differs from training's."""
+    out = []
+    for key, value in given.items():
+        if key in inherited and inherited[key] != value:
+            out.append((key, inherited[key], value))
+    return out
+
+
+def system_prompt_file(text: str, folder: str | os.PathLike) -> str:
+    """Write ``text`` to ``<folder>/prompts/<sha>.txt`` (a RunSpec ``system_prompt`` file); its path."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    path = Path(folder) / "prompts" / f"{digest}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file():
+        path.write_text(text + "\n", encoding="utf-8", errors="surrogatepass")
+    return str(path)
