@@ -17,7 +17,8 @@ rules as mtrl_gym's own rollout engine, so a task scores the same under every fr
 * **Reward** is the bare env's outcome: the sum of the step rewards once the env ends the
   episode (``terminated`` or ``truncated``); an episode that stops before that (a turn or
   token limit of the outside trainer) gets the env's minimum reward
-  (``reward_range[0]``), like the engine's default ``unfinished_reward="min"``.
+  (``reward_range[0]``), like the engine's default ``unfinished_reward="min"``. Shaping
+  wrappers change :attr:`EnvEpisode.rewards`, never the outcome.
 
 >>> ep = EnvEpisode("mtrl/Wordle-v0")
 >>> obs = ep.reset(EpisodeTask(seed=0, row={"answer": "paste", "id": "t0"}))
@@ -135,20 +136,24 @@ class EnvEpisode:
     Args:
         env: a registered id (``"mtrl/Wordle-v0"``) or a callable returning a new env.
         env_kwargs: keyword arguments for ``gymnasium.make`` when ``env`` is an id.
-        wrappers: callables ``env -> env`` applied in order (e.g. a shaping wrapper;
-            :meth:`outcome` still reads the rewards the outermost env returns).
+        wrappers: callables ``env -> env`` applied in order (e.g. a shaping wrapper).
+            :meth:`outcome` reads the bare env's rewards underneath them; the wrapped
+            rewards are :attr:`rewards` and the ``shaped_return`` metric.
     """
 
     def __init__(self, env: str | Callable[[], gymnasium.Env], *, env_kwargs: Mapping[str, Any] | None = None,
                  wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = ()):
         self.env_id = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
-        self.env = make_env(env, env_kwargs, wrappers) if isinstance(env, str) else env()
-        if not isinstance(env, str):
-            for wrap in wrappers:
-                self.env = wrap(self.env)
-        low = _attr(self.env, "reward_range", (-np.inf, np.inf))[0]
-        self.min_reward = float(low) if np.isfinite(low) else 0.0
-        self.success_threshold = _attr(self.env, "success_threshold", None)
+        bare = make_env(env, env_kwargs) if isinstance(env, str) else env()
+        self._tap = _RewardTap(bare)
+        self.env: gymnasium.Env = self._tap
+        for wrap in wrappers:
+            self.env = wrap(self.env)
+        self.shaped = bool(wrappers)
+        low = _attr(self._tap, "reward_range", (-np.inf, np.inf))[0]
+        #: Outcome of an episode stopped before the env ended it (``None``: no finite minimum).
+        self.min_reward: float | None = float(low) if np.isfinite(low) else None
+        self.success_threshold = _attr(self._tap, "success_threshold", None)
         self.observation = ""
         self.info: dict[str, Any] = {}
         self.rewards: list[float] = []
@@ -164,6 +169,7 @@ class EnvEpisode:
         obs, info = self.env.reset(seed=int(task.seed), options=task.options())
         self.observation, self.info = str(obs), dict(info)
         self.rewards, self.infos = [], []
+        self._tap.rewards.clear()
         self.terminated = self.truncated = False
         self.started = True
         return self.observation
@@ -204,8 +210,10 @@ class EnvEpisode:
 
     def outcome(self) -> float:
         """The bare env's outcome: the summed rewards once the env ended the episode, else
-        the env's minimum reward (an episode stopped from outside has no outcome)."""
-        return float(sum(self.rewards)) if self.done else self.min_reward
+        the env's minimum reward (an episode stopped from outside has no outcome; an env
+        without a finite minimum gives the rewards so far)."""
+        total = float(sum(self._tap.rewards))
+        return total if self.done or self.min_reward is None else self.min_reward
 
     def metrics(self) -> dict[str, float]:
         """Facts of the episode for logging next to the reward (never part of it)."""
@@ -218,11 +226,26 @@ class EnvEpisode:
         }
         if self.success_threshold is not None:
             out["success"] = float(self.outcome() >= float(self.success_threshold))
+        if self.shaped:
+            out["shaped_return"] = float(sum(self.rewards))
         return out
 
     def close(self) -> None:
         """Close the env."""
         self.env.close()
+
+
+class _RewardTap(gymnasium.Wrapper):
+    """Records the bare env's step rewards under any shaping wrappers."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self.rewards: list[float] = []
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.rewards.append(float(reward))
+        return obs, reward, terminated, truncated, info
 
 
 def _attr(env: gymnasium.Env, name: str, default: Any) -> Any:

@@ -53,3 +53,70 @@ def tool_model(tool_tokenizer):
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
     return build_tiny_llama(len(tool_tokenizer), seed=0)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A command started on 127.0.0.1 for a test, stopped after it (its output kept for failures)."""
+
+    def __init__(self, argv, port: int, health: str = "/health", timeout: float = 60.0, env=None):
+        import os
+        import subprocess
+        import tempfile
+        import time
+        import urllib.request
+
+        self.port, self.url = port, f"http://127.0.0.1:{port}"
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})})
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                with urllib.request.urlopen(self.url + health, timeout=2):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"server did not answer {health} within {timeout:g} s:\n{self.output()}")
+                time.sleep(0.2)
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture()
+def openenv_server():
+    """Starts ``mtrl-gym openenv-serve ENV`` (the real CLI) and stops it after the test."""
+    pytest.importorskip("openenv", reason='needs openenv: pip install "mtrl-gym[openenv]"')
+    started = []
+
+    def start(env_id: str = "mtrl/Wordle-v0", *extra: str) -> Server:
+        port = free_port()
+        server = Server([sys.executable, "-m", "mtrl_gym.cli", "openenv-serve", env_id, "--port", str(port),
+                         *extra], port)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
