@@ -45,6 +45,13 @@ _PROBE_TOOL = {"type": "function", "function": {
 _EXAMPLE_VALUES = {"string": "...", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
 
 
+def _example_value(schema: Mapping[str, Any]) -> Any:
+    kind = schema.get("type")
+    if isinstance(kind, list):  # a union such as ["string", "null"]
+        kind = next((k for k in kind if k != "null"), None)
+    return _EXAMPLE_VALUES.get(kind, "...")
+
+
 def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
     """Tool schemas as system-prompt text, for chat templates that do not render ``tools``.
 
@@ -69,7 +76,7 @@ def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
     params = fn.get("parameters") or {}
     props = params.get("properties") or {}
     required = params.get("required") or list(props)
-    example_args = {k: _EXAMPLE_VALUES.get((props.get(k) or {}).get("type"), "...") for k in required}
+    example_args = {k: _example_value(props.get(k) or {}) for k in required}
     example = json.dumps({"name": fn.get("name", "tool"), "arguments": example_args}, ensure_ascii=False)
     lines += ["</tools>",
               "To call a tool, write a JSON object with its name and arguments inside",

@@ -74,7 +74,7 @@ def test_bad_text_is_an_observation_not_an_error(openenv_server):
 
 
 def test_rollout_engine_plays_an_openenv_env(openenv_server, chatml_tokenizer):
-    from test_cross_adapters import ScriptedTextSampler
+    from conftest import ScriptedTextSampler
 
     from mtrl_gym.trainers.rollout import collect
 
