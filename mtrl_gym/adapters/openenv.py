@@ -193,13 +193,34 @@ class OpenEnvTextEnv(gymnasium.Env[str, str]):
         self.action_key, self.observation_key = action_key, observation_key
         self.observation_space = spaces.Text(1_000_000, min_length=0, charset=_ALL_CHARS)
         self.action_space = spaces.Text(1_000_000, min_length=0, charset=_ALL_CHARS)
-        self._fixed_range = reward_range
-        self.reward_range = reward_range or (-np.inf, np.inf)
+        self._range: tuple[float, float] | None = tuple(reward_range) if reward_range is not None else None
         self.success_threshold = None
         self._timeout = float(message_timeout_s)
         self._client_factory = client_factory
         self._client = None
         self._done = True
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        """The env's reward range: given, or read from an mtrl_gym server's reset ``info``
+        (before the first reset, from one HTTP ``/reset``, which builds and drops a fresh env)."""
+        if self._range is None:
+            self._range = self._probe_range()
+        return self._range
+
+    def _probe_range(self) -> tuple[float, float]:
+        import urllib.error
+        import urllib.request
+
+        url = self.base_url.replace("ws://", "http://", 1).replace("wss://", "https://", 1).rstrip("/") + "/reset"
+        request = urllib.request.Request(url, data=json.dumps({"seed": 0}).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                body = json.loads(response.read() or b"{}")
+        except (urllib.error.URLError, OSError, ValueError):
+            return (-np.inf, np.inf)
+        return _range_of((body.get("observation") or {}).get("info") or {}) or (-np.inf, np.inf)
 
     def _connect(self):
         if self._client is None:
@@ -236,9 +257,8 @@ class OpenEnvTextEnv(gymnasium.Env[str, str]):
         result = self._connect().reset(**kwargs)
         obs = result.observation
         info = self._info(result, obs)
-        if self._fixed_range is None and isinstance(info.get("reward_range"), list):
-            low, high = info["reward_range"]
-            self.reward_range = (-np.inf if low is None else low, np.inf if high is None else high)
+        if self._range is None:
+            self._range = _range_of(info) or (-np.inf, np.inf)
         self._done = bool(result.done)
         return self._text(obs), info
 
@@ -258,6 +278,14 @@ class OpenEnvTextEnv(gymnasium.Env[str, str]):
                 self._client.close()
             finally:
                 self._client = None
+
+
+def _range_of(info: Mapping[str, Any]) -> tuple[float, float] | None:
+    value = info.get("reward_range")
+    if not isinstance(value, list) or len(value) != 2:
+        return None
+    low, high = value
+    return (-np.inf if low is None else float(low), np.inf if high is None else float(high))
 
 
 _ALL_CHARS = "".join(chr(c) for c in range(32, 127)) + "\n\t"

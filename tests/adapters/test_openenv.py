@@ -62,15 +62,18 @@ def test_gymnasium_client_matches_the_local_env(openenv_server):
 
 def test_bad_text_is_an_observation_not_an_error(openenv_server):
     server = openenv_server("mtrl/SOP-KYBReview-v0")
-    env = OpenEnvTextEnv(server.url)
+    remote, local = OpenEnvTextEnv(server.url), mtrl_gym.make("mtrl/SOP-KYBReview-v0")
     try:
-        env.reset(seed=1)
+        assert remote.reset(seed=1)[0] == local.reset(seed=1)[0]
         for text in [BAD_TEXT, "", "{" * 5000, "<tool_call>{\"name\": \"nope\", \"arguments\": 3}</tool_call>"]:
-            obs, reward, terminated, truncated, info = env.step(text)
-            assert isinstance(obs, str) and obs and info["format_error"] is True
-            assert reward == 0.0 and not truncated
+            obs, reward, terminated, truncated, info = remote.step(text)
+            expected = local.step(text)
+            assert (obs, reward, terminated, truncated) == expected[:4] and obs
+            assert info["format_error"] == expected[4]["format_error"]
+        assert info["format_error"] is False and "Unknown tool 'nope'" in obs  # the env's own answer
+        assert remote.step(BAD_TEXT)[4]["format_error"] is True
     finally:
-        env.close()
+        remote.close()
 
 
 def test_rollout_engine_plays_an_openenv_env(openenv_server, chatml_tokenizer):
