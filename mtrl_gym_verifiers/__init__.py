@@ -8,4 +8,4 @@ taskset, env and harness of :mod:`mtrl_gym.adapters.verifiers`::
 
 from mtrl_gym.adapters.verifiers import MtrlEnv, MtrlHarness, MtrlTaskset
 
-__all__ = ["MtrlTaskset", "MtrlEnv", "MtrlHarness"]
+__all__ = ["MtrlEnv", "MtrlHarness", "MtrlTaskset"]

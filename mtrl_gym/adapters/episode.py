@@ -42,8 +42,16 @@ import numpy as np
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["EpisodeTask", "EnvEpisode", "make_env", "tool_call_text", "resolve_episode_tasks",
-           "EPISODE_OVER", "encode_row", "decode_row"]
+__all__ = [
+    "EPISODE_OVER",
+    "EnvEpisode",
+    "EpisodeTask",
+    "decode_row",
+    "encode_row",
+    "make_env",
+    "resolve_episode_tasks",
+    "tool_call_text",
+]
 
 #: What a step after the end of the episode returns (frameworks may call tools after the end).
 EPISODE_OVER = "The episode is over; no further actions are played."

@@ -29,18 +29,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from mtrl_gym.adapters.episode import EnvEpisode, EpisodeTask, decode_row, tool_call_text
+from mtrl_gym.adapters.episode import (
+    EnvEpisode,
+    EpisodeTask,
+    decode_row,
+    tool_call_text,
+)
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 from mtrl_gym.serialization import json_safe
 
-__all__ = ["MtrlAction", "MtrlObservation", "MtrlState", "MtrlEnvironment", "create_app", "serve",
-           "OpenEnvTextEnv"]
+__all__ = [
+    "MtrlAction",
+    "MtrlEnvironment",
+    "MtrlObservation",
+    "MtrlState",
+    "OpenEnvTextEnv",
+    "create_app",
+    "serve",
+]
 
 
 try:
@@ -182,7 +194,7 @@ class OpenEnvTextEnv(gymnasium.Env[str, str]):
     server's ``done`` as ``terminated`` (``truncated`` when an mtrl_gym server says so).
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, base_url: str, *, action_key: str = "text", observation_key: str = "text",
                  reward_range: tuple[float, float] | None = None, message_timeout_s: float = 60.0,

@@ -45,15 +45,30 @@ import keyword
 import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import gymnasium
 
-from mtrl_gym.adapters.episode import EnvEpisode, EpisodeTask, decode_row, encode_row, resolve_episode_tasks
+from mtrl_gym.adapters.episode import (
+    EnvEpisode,
+    EpisodeTask,
+    decode_row,
+    encode_row,
+    resolve_episode_tasks,
+)
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 
-__all__ = ["environment_factory", "environment_dataset", "MtrlToolEnvironment", "RolloutFunc",
-           "rollout_dataset", "env_reward", "tool_methods", "TASK_COLUMN", "SEED_COLUMN"]
+__all__ = [
+    "SEED_COLUMN",
+    "TASK_COLUMN",
+    "MtrlToolEnvironment",
+    "RolloutFunc",
+    "env_reward",
+    "environment_dataset",
+    "environment_factory",
+    "rollout_dataset",
+    "tool_methods",
+]
 
 #: Dataset column with the task row (JSON string, ``""`` when the seed draws the task).
 TASK_COLUMN = "mtrl_task"
@@ -166,9 +181,9 @@ class MtrlToolEnvironment:
     Public methods are TRL's tools, so this base has only ``reset`` and ``get_reward``.
     """
 
-    env_id: str = ""
-    env_kwargs: dict[str, Any] = {}
-    wrappers: tuple[Callable[[gymnasium.Env], gymnasium.Env], ...] = ()
+    env_id: ClassVar[str] = ""
+    env_kwargs: ClassVar[dict[str, Any]] = {}
+    wrappers: ClassVar[tuple[Callable[[gymnasium.Env], gymnasium.Env], ...]] = ()
 
     def __init__(self) -> None:
         self._episode = EnvEpisode(self.env_id, env_kwargs=self.env_kwargs, wrappers=self.wrappers)

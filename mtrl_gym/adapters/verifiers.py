@@ -36,7 +36,13 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
-from mtrl_gym.adapters.episode import EnvEpisode, EpisodeTask, decode_row, encode_row, resolve_episode_tasks
+from mtrl_gym.adapters.episode import (
+    EnvEpisode,
+    EpisodeTask,
+    decode_row,
+    encode_row,
+    resolve_episode_tasks,
+)
 from mtrl_gym.adapters.episode import tool_call_text as _tool_call_text
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 
@@ -47,8 +53,17 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise DependencyNotInstalled("verifiers", "verifiers") from e
 
-__all__ = ["MtrlTasksetConfig", "MtrlData", "MtrlTask", "MtrlTaskset", "MtrlEnvConfig", "MtrlEnv",
-           "MtrlHarness", "TASKSET_ID", "reply_action"]
+__all__ = [
+    "TASKSET_ID",
+    "MtrlData",
+    "MtrlEnv",
+    "MtrlEnvConfig",
+    "MtrlHarness",
+    "MtrlTask",
+    "MtrlTaskset",
+    "MtrlTasksetConfig",
+    "reply_action",
+]
 
 #: The id verifiers' loader resolves to the shim package ``mtrl_gym_verifiers``.
 TASKSET_ID = "mtrl-gym-verifiers"

@@ -36,7 +36,7 @@ from typing import Any
 
 from mtrl_gym.messages import REPLY_MODES, env_reply_messages
 
-__all__ = ["ChatRenderer", "render_tools", "env_reply_messages", "REPLY_MODES"]
+__all__ = ["REPLY_MODES", "ChatRenderer", "env_reply_messages", "render_tools"]
 
 _MARK = "\u2063mtrl-gym-assistant-content\u2063"
 _PROBE_TOOL = {"type": "function", "function": {
@@ -199,4 +199,4 @@ class ChatRenderer:
         # The template rewrites history when a generation prompt follows (rare): take the
         # text after the last assistant content in both renderings instead.
         a, b = self._tail(messages, tools, True), self._tail(messages, tools, False)
-        return self.encode(a[len(b):] if a.startswith(b) else a)
+        return self.encode(a.removeprefix(b))

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tiny_models import build_chatml_tokenizer, build_tiny_llama
 
 #: The scripted Wordle game every cross-adapter test plays: a miss, a bad message, the solve.
@@ -77,7 +76,7 @@ class Server:
         import urllib.request
 
         self.port, self.url = port, f"http://127.0.0.1:{port}"
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
         deadline = time.monotonic() + timeout
@@ -216,7 +215,7 @@ def run_vf_eval(tmp_path, script: list[str], *taskset_args: str, timeout: float 
         proc = subprocess.run([*command, "mtrl-gym-verifiers", *taskset_args, "--model", "scripted",
                                "--client.base-url", f"{standin.url}/v1", "--client.api-key-var", "NONE",
                                "-n", "1", "-r", "1", "--output-dir", str(out), "--no-push"],
-                              capture_output=True, text=True, timeout=timeout,
+                              capture_output=True, text=True, timeout=timeout, check=False,
                               env={**os.environ, **env, "PYTHONPATH": _pythonpath()})
     finally:
         standin.stop()

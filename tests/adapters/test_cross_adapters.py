@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("trl", reason='needs trl: pip install "mtrl-gym[trl]"')
 pytest.importorskip("openenv", reason='needs openenv: pip install "mtrl-gym[openenv]"')
 
-from conftest import (  # noqa: E402
+from conftest import (
     BAD_TEXT_UTF8,
     WORDLE_GUESSES,
     WORDLE_SEED,
@@ -28,16 +28,16 @@ from conftest import (  # noqa: E402
     wordle_script,
 )
 
-from mtrl_gym.adapters.openenv import OpenEnvTextEnv  # noqa: E402
-from mtrl_gym.adapters.trl import (  # noqa: E402
+from mtrl_gym.adapters.openenv import OpenEnvTextEnv
+from mtrl_gym.adapters.trl import (
     SEED_COLUMN,
     TASK_COLUMN,
     RolloutFunc,
     environment_factory,
     rollout_dataset,
 )
-from mtrl_gym.datasets import write_tasks  # noqa: E402
-from mtrl_gym.trainers.rollout import collect  # noqa: E402
+from mtrl_gym.datasets import write_tasks
+from mtrl_gym.trainers.rollout import collect
 
 
 def test_same_task_same_actions_same_reward_under_every_adapter(tmp_path, chatml_tokenizer, openenv_server):

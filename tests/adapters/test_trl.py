@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("trl", reason='needs trl: pip install "mtrl-gym[trl]"')
 
-from conftest import BAD_TEXT, WORDLE_GUESSES, WORDLE_SEED, WORDLE_TASK  # noqa: E402
+from conftest import BAD_TEXT, WORDLE_GUESSES, WORDLE_SEED, WORDLE_TASK
 
-from mtrl_gym.adapters.trl import (  # noqa: E402
+from mtrl_gym.adapters.trl import (
     SEED_COLUMN,
     TASK_COLUMN,
     RolloutFunc,
@@ -21,7 +21,7 @@ from mtrl_gym.adapters.trl import (  # noqa: E402
     environment_factory,
     rollout_dataset,
 )
-from mtrl_gym.error import ConfigError  # noqa: E402
+from mtrl_gym.error import ConfigError
 
 
 def _row():

@@ -6,16 +6,26 @@ import pytest
 
 pytest.importorskip("verifiers", reason='needs verifiers: pip install "mtrl-gym[verifiers]"')
 
-from conftest import BAD_TEXT_UTF8, WORDLE_SEED, WORDLE_TASK, run_vf_eval, wordle_script  # noqa: E402
+from conftest import BAD_TEXT_UTF8, WORDLE_SEED, WORDLE_TASK, run_vf_eval, wordle_script
 
-from mtrl_gym.adapters.verifiers import TASKSET_ID, MtrlTaskset, MtrlTasksetConfig, reply_action  # noqa: E402
-from mtrl_gym.datasets import write_tasks  # noqa: E402
-from mtrl_gym.error import ConfigError  # noqa: E402
-from mtrl_gym.registry import list_envs  # noqa: E402
+from mtrl_gym.adapters.verifiers import (
+    TASKSET_ID,
+    MtrlTaskset,
+    MtrlTasksetConfig,
+    reply_action,
+)
+from mtrl_gym.datasets import write_tasks
+from mtrl_gym.error import ConfigError
+from mtrl_gym.registry import list_envs
 
 
 def test_verifiers_loader_resolves_the_shim():
-    from verifiers.v1.utils.loaders import default_harness_id, environment_class, taskset_class, taskset_config_type
+    from verifiers.v1.utils.loaders import (
+        default_harness_id,
+        environment_class,
+        taskset_class,
+        taskset_config_type,
+    )
 
     from mtrl_gym.adapters.verifiers import MtrlEnv
 
