@@ -17,4 +17,4 @@ hands the model's text to ``env.step`` so bad text gets the env's usual observat
 actions give one reward under all of them.
 """
 
-__all__ = ["episode", "verifiers", "trl", "openenv"]
+__all__ = ["episode", "openenv", "trl", "verifiers"]
