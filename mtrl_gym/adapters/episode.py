@@ -112,10 +112,13 @@ def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None) -> str:
     """
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
+            parsed = json.loads(arguments) if arguments.strip() else {}
         except ValueError:
-            body = json.dumps(name, ensure_ascii=False)
+            parsed = None
+        if not isinstance(parsed, dict):  # not a JSON object: the env reports the bad arguments
+            body = json.dumps(str(name), ensure_ascii=False)
             return f'<tool_call>{{"name": {body}, "arguments": {arguments}}}</tool_call>'
+        arguments = parsed
     payload = {"name": str(name), "arguments": dict(arguments or {})}
     return f"<tool_call>{json.dumps(payload, ensure_ascii=False, default=str)}</tool_call>"
 
