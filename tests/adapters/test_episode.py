@@ -88,3 +88,14 @@ def test_tasks_from_lists_splits_and_seeds():
 def test_unknown_env_suggests_close_ids():
     with pytest.raises(UnknownEnv, match="Did you mean 'mtrl/Wordle-v0'"):
         EnvEpisode("mtrl/Wordle-v9")
+
+
+@pytest.mark.parametrize("env_id", list_envs())
+def test_every_env_tool_list_renders_as_prompt_text(env_id):
+    """The verifiers adapter writes tools into the system prompt; union types (["string", "null"]) included."""
+    from mtrl_gym.trainers.chat import render_tools
+
+    ep = EnvEpisode(env_id)
+    ep.reset(EpisodeTask(seed=0))
+    text = render_tools(ep.tools)
+    assert text.startswith("# Tools") and text.endswith("</tool_call>")
