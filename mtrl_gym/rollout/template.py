@@ -36,13 +36,20 @@ from typing import Any
 
 from mtrl_gym.messages import REPLY_MODES, env_reply_messages
 
-__all__ = ["ChatRenderer", "render_tools", "env_reply_messages", "REPLY_MODES"]
+__all__ = ["REPLY_MODES", "ChatRenderer", "env_reply_messages", "render_tools"]
 
 _MARK = "\u2063mtrl-gym-assistant-content\u2063"
 _PROBE_TOOL = {"type": "function", "function": {
     "name": "mtrl_gym_probe_tool_7c1e", "description": "probe",
     "parameters": {"type": "object", "properties": {}, "required": []}}}
 _EXAMPLE_VALUES = {"string": "...", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
+
+
+def _example_value(schema: Mapping[str, Any]) -> Any:
+    kind = schema.get("type")
+    if isinstance(kind, list):  # a union such as ["string", "null"]
+        kind = next((k for k in kind if k != "null"), None)
+    return _EXAMPLE_VALUES.get(kind, "...")
 
 
 def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -69,7 +76,7 @@ def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
     params = fn.get("parameters") or {}
     props = params.get("properties") or {}
     required = params.get("required") or list(props)
-    example_args = {k: _EXAMPLE_VALUES.get((props.get(k) or {}).get("type"), "...") for k in required}
+    example_args = {k: _example_value(props.get(k) or {}) for k in required}
     example = json.dumps({"name": fn.get("name", "tool"), "arguments": example_args}, ensure_ascii=False)
     lines += ["</tools>",
               "To call a tool, write a JSON object with its name and arguments inside",
@@ -192,4 +199,4 @@ class ChatRenderer:
         # The template rewrites history when a generation prompt follows (rare): take the
         # text after the last assistant content in both renderings instead.
         a, b = self._tail(messages, tools, True), self._tail(messages, tools, False)
-        return self.encode(a[len(b):] if a.startswith(b) else a)
+        return self.encode(a.removeprefix(b))

@@ -1,0 +1,423 @@
+"""mtrl_gym envs under TRL's ``GRPOTrainer`` (tested with ``trl==1.16.0``).
+
+Two ways in, both for any registered env (Wordle, SOP, sandboxes, your own):
+
+* :func:`environment_factory` — TRL plays the conversation and calls the env's **tools**.
+  It returns a class whose public methods are the tools of ``info["tools"]``
+  (``guess_word(guess: str) -> str`` for Wordle, every SOP tool with its arguments), each
+  with an ``Args:`` docstring TRL turns into a schema. ``reset(**row)`` resets the env on
+  the dataset row's task and returns the first observation (TRL appends it to the last
+  user message); each tool call becomes the Hermes text of that call and goes to
+  ``env.step``; ``get_reward()`` is the bare env's outcome (the env's minimum reward when
+  the model stopped before the env ended the episode). Build the dataset with
+  :func:`environment_dataset`::
+
+      from trl import GRPOConfig, GRPOTrainer
+      from mtrl_gym.adapters.trl import environment_dataset, environment_factory
+
+      trainer = GRPOTrainer(model, args=GRPOConfig(...), processing_class=tokenizer,
+                            train_dataset=environment_dataset("mtrl/Wordle-v0", split="train"),
+                            environment_factory=environment_factory("mtrl/Wordle-v0"))
+
+* :class:`RolloutFunc` — mtrl_gym's rollout engine plays **full multi-turn episodes** with
+  TRL's own generation (``trainer._generate_single_turn``: transformers, or vLLM when the
+  trainer uses it) and returns ``prompt_ids``, ``completion_ids`` (model and env tokens,
+  token-in/token-out: nothing re-tokenised), ``logprobs`` and ``env_mask`` (1 on sampled
+  tokens, 0 exactly on env tokens), plus ``env_reward`` for :func:`env_reward`. The raw
+  text of every turn goes to ``env.step``, so the env's own parser (tags, bare JSON,
+  call syntax) applies, as in mtrl_gym's trainer. Build the dataset with
+  :func:`rollout_dataset`::
+
+      trainer = GRPOTrainer(model, reward_funcs=env_reward, args=GRPOConfig(...),
+                            processing_class=tokenizer, train_dataset=rollout_dataset("mtrl/Wordle-v0"),
+                            rollout_func=RolloutFunc("mtrl/Wordle-v0", max_turns=6))
+
+Tasks come from :func:`mtrl_gym.adapters.episode.resolve_episode_tasks` (a task list, a
+named split, or ``seeds:N``); each dataset row carries its reset seed (``mtrl_seed``) and
+task row (``mtrl_task``, JSON), so the ``num_generations`` copies of a row play the same task.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import keyword
+import math
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+import gymnasium
+
+from mtrl_gym.adapters.episode import (
+    EnvEpisode,
+    EpisodeTask,
+    decode_row,
+    encode_row,
+    resolve_episode_tasks,
+)
+from mtrl_gym.error import ConfigError, DependencyNotInstalled
+
+__all__ = [
+    "SEED_COLUMN",
+    "TASK_COLUMN",
+    "MtrlToolEnvironment",
+    "RolloutFunc",
+    "env_reward",
+    "environment_dataset",
+    "environment_factory",
+    "rollout_dataset",
+    "tool_methods",
+]
+
+#: Dataset column with the task row (JSON string, ``""`` when the seed draws the task).
+TASK_COLUMN = "mtrl_task"
+#: Dataset column with the reset seed.
+SEED_COLUMN = "mtrl_seed"
+_RESERVED = frozenset({"reset", "get_reward"})
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
+                               "array": list, "object": dict, "null": type(None)}
+
+
+def _require_datasets():
+    try:
+        import datasets
+    except ImportError as e:  # pragma: no cover - trl depends on datasets
+        raise DependencyNotInstalled("datasets", "trl") from e
+    return datasets
+
+
+# ---------------------------------------------------------------------- tool methods
+
+
+def _python_type(schema: Mapping[str, Any]) -> Any:
+    """The Python annotation of a JSON-schema property (``Any`` when it names no type)."""
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, (str, int, float, bool)) for v in enum):
+        return Literal[tuple(enum)]
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
+    types = [_JSON_TYPES[k] for k in kinds if k in _JSON_TYPES]
+    if not types:
+        return Any
+    if len(types) == 1:
+        return types[0]
+    return typing.Union[tuple(types)]  # noqa: UP007 - built at run time from a list
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text or "").split())
+
+
+def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
+    """A method ``name(self, **arguments) -> str`` that plays one call of ``tool``."""
+    fn = tool.get("function", tool)
+    name = str(fn.get("name", ""))
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
+        raise ConfigError(f"tool name {name!r} is not a Python identifier; TRL exposes tools as methods, "
+                          "so rename the tool in the env")
+    if name in _RESERVED:
+        raise ConfigError(f"tool name {name!r} clashes with TRL's environment method of the same name; "
+                          "rename the tool in the env")
+    params = fn.get("parameters") or {}
+    props: dict[str, Any] = dict(params.get("properties") or {})
+    required = [p for p in params.get("required") or [] if p in props]
+    optional = [p for p in props if p not in required]
+    for arg in props:
+        if not arg.isidentifier() or keyword.iskeyword(arg) or arg == "self":
+            raise ConfigError(f"argument {arg!r} of tool {name!r} is not a Python identifier; rename it in the env")
+
+    def method(self, *args: Any, **kwargs: Any) -> str:
+        # The declared signature is for the schema only: a call with wrong arguments still
+        # reaches the env, which answers with its usual observation and format flag.
+        for arg, value in zip([*required, *optional], args):
+            kwargs.setdefault(arg, value)
+        arguments = {k: v for k, v in kwargs.items() if not (k in optional and v is None)}
+        return self._call(name, arguments)
+
+    annotations: dict[str, Any] = {}
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for arg in required:
+        annotations[arg] = _python_type(props[arg])
+        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            annotation=annotations[arg]))
+    for arg in optional:
+        hint = _python_type(props[arg])
+        annotations[arg] = hint if hint is Any else typing.Optional[hint]  # noqa: UP045
+        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                            annotation=annotations[arg]))
+    annotations["return"] = str
+    lines = [_one_line(fn.get("description")) or f"Call the {name} tool.", ""]
+    if props:
+        lines.append("Args:")
+        lines += [f"    {arg}: {_one_line(props[arg].get('description')) or f'The {arg} argument.'}"
+                  for arg in [*required, *optional]]
+        lines.append("")
+    lines += ["Returns:", "    The environment's reply."]
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = "\n".join(lines)
+    method.__annotations__ = annotations
+    method.__signature__ = inspect.Signature(parameters, return_annotation=str)
+    return method
+
+
+def tool_methods(tools: Sequence[Mapping[str, Any]]) -> dict[str, Callable[..., str]]:
+    """``{tool name: method}`` for OpenAI-style tool schemas (see :func:`environment_factory`)."""
+    methods: dict[str, Callable[..., str]] = {}
+    for tool in tools:
+        method = _tool_method(tool)
+        if method.__name__ in methods:
+            raise ConfigError(f"tool {method.__name__!r} is listed twice in the env's tools")
+        methods[method.__name__] = method
+    return methods
+
+
+# ---------------------------------------------------------------------- environment_factory
+
+
+class MtrlToolEnvironment:
+    """Base of the classes :func:`environment_factory` builds; one instance plays one episode at a time.
+
+    Public methods are TRL's tools, so this base has only ``reset`` and ``get_reward``.
+    """
+
+    env_id: ClassVar[str] = ""
+    env_kwargs: ClassVar[dict[str, Any]] = {}
+    wrappers: ClassVar[tuple[Callable[[gymnasium.Env], gymnasium.Env], ...]] = ()
+
+    def __init__(self) -> None:
+        self._episode = EnvEpisode(self.env_id, env_kwargs=self.env_kwargs, wrappers=self.wrappers)
+        self._resets = 0
+
+    def reset(self, **row: Any) -> str:
+        """Reset the env on the dataset row's task (``mtrl_seed``, ``mtrl_task``); the first observation."""
+        seed = row.get(SEED_COLUMN)
+        seed = self._resets if seed is None else int(seed)
+        self._resets += 1
+        return self._episode.reset(EpisodeTask(seed=seed, row=decode_row(row.get(TASK_COLUMN))))
+
+    def get_reward(self) -> float:
+        """The bare env's outcome of the episode (its minimum reward if the env did not end it)."""
+        return self._episode.outcome()
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        if not self._episode.started:
+            self._episode.reset(EpisodeTask(seed=0))
+        return self._episode.call(name, arguments)
+
+    @property
+    def episode(self) -> EnvEpisode:
+        """The episode being played (observation, info, rewards, metrics)."""
+        return self._episode
+
+
+def environment_factory(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None,
+                        wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = (),
+                        probe: EpisodeTask | None = None) -> type[MtrlToolEnvironment]:
+    """A class for ``GRPOTrainer(environment_factory=...)`` whose methods are ``env_id``'s tools.
+
+    The tools are read from ``info["tools"]`` after resetting a probe env on ``probe``
+    (default: seed 0). TRL builds the tool schema once, from the first instance, so envs
+    whose tool list changes per task expose the probe task's tools (a call to a tool the
+    current task lacks is answered by the env as an unknown tool).
+    """
+    kwargs = dict(env_kwargs or {})
+    episode = EnvEpisode(env_id, env_kwargs=kwargs, wrappers=wrappers)
+    try:
+        episode.reset(probe or EpisodeTask(seed=0))
+        tools = episode.tools
+    finally:
+        episode.close()
+    if not tools:
+        raise ConfigError(f"environment {env_id!r} has no tools in info['tools']; TRL's environment_factory "
+                          "needs tools to call, use RolloutFunc for text-only envs")
+    base = env_id.split("/")[-1].split("-v")[0].replace("-", "")
+    name = "".join(ch for ch in base if ch.isalnum()) or "Mtrl"
+    attrs: dict[str, Any] = {"env_id": env_id, "env_kwargs": kwargs, "wrappers": tuple(wrappers),
+                             "__doc__": f"TRL environment of {env_id}: one method per tool.",
+                             "__module__": __name__}
+    attrs.update(tool_methods(tools))
+    return type(f"{name}Environment", (MtrlToolEnvironment,), attrs)
+
+
+def environment_dataset(env_id: str, *, tasks: Sequence[Mapping[str, Any] | None] | None = None,
+                        split: str | None = None, limit: int | None = None, seed: int = 0,
+                        env_kwargs: Mapping[str, Any] | None = None):
+    """A ``datasets.Dataset`` for :func:`environment_factory`: one row per task.
+
+    ``prompt`` is the env's system prompt plus an empty user message (TRL appends the
+    first observation that ``reset`` returns); ``mtrl_seed``/``mtrl_task`` pin the task.
+    """
+    datasets = _require_datasets()
+    rows = []
+    episode = EnvEpisode(env_id, env_kwargs=env_kwargs)
+    try:
+        for task in resolve_episode_tasks(env_id, tasks=tasks, split=split, limit=limit, seed=seed):
+            episode.reset(task)
+            prompt = [{"role": "system", "content": episode.system_prompt}] if episode.system_prompt else []
+            prompt.append({"role": "user", "content": ""})
+            rows.append({"prompt": prompt, SEED_COLUMN: task.seed, TASK_COLUMN: encode_row(task.row)})
+    finally:
+        episode.close()
+    return datasets.Dataset.from_list(rows)
+
+
+# ---------------------------------------------------------------------- rollout_func
+
+
+def env_reward(completions: Sequence[Any], env_reward: Sequence[float] | None = None, **_: Any) -> list[float]:
+    """TRL reward function for :class:`RolloutFunc`: the env outcome it returned for each row."""
+    if env_reward is None:
+        raise ConfigError("env_reward needs the `env_reward` column that RolloutFunc returns; pass "
+                          "rollout_func=RolloutFunc(...) to GRPOTrainer")
+    return [float(r) for r in env_reward]
+
+
+def rollout_dataset(env_id: str, *, tasks: Sequence[Mapping[str, Any] | None] | None = None,
+                    split: str | None = None, limit: int | None = None, seed: int = 0,
+                    env_kwargs: Mapping[str, Any] | None = None):
+    """A ``datasets.Dataset`` for :class:`RolloutFunc`: one row per task.
+
+    ``rollout_func`` receives only the prompts, so each prompt message carries the task
+    key (``mtrl_task``: JSON of seed and row) next to the env's first system and user
+    messages (which RolloutFunc renders again from the env's reset, tools included).
+    """
+    datasets = _require_datasets()
+    rows = []
+    episode = EnvEpisode(env_id, env_kwargs=env_kwargs)
+    try:
+        for task in resolve_episode_tasks(env_id, tasks=tasks, split=split, limit=limit, seed=seed):
+            obs = episode.reset(task)
+            key = json.dumps({"seed": task.seed, "row": task.row}, sort_keys=True, ensure_ascii=False)
+            prompt = [{"role": "system", "content": episode.system_prompt, TASK_COLUMN: key}] \
+                if episode.system_prompt else []
+            prompt.append({"role": "user", "content": obs, TASK_COLUMN: key})
+            rows.append({"prompt": prompt})
+    finally:
+        episode.close()
+    return datasets.Dataset.from_list(rows)
+
+
+def _task_of(prompt: Any) -> EpisodeTask:
+    messages = prompt if isinstance(prompt, list) else []
+    for m in messages:
+        key = m.get(TASK_COLUMN) if isinstance(m, Mapping) else None
+        if key:
+            data = json.loads(key)
+            return EpisodeTask(seed=int(data.get("seed", 0)), row=data.get("row"))
+    raise ConfigError("a prompt has no `mtrl_task` key; build the train dataset with "
+                      "mtrl_gym.adapters.trl.rollout_dataset(...)")
+
+
+class _TrainerSampler:
+    """Our sampler interface over TRL's own generation (one completion per request)."""
+
+    name = "trl"
+
+    def __init__(self, trainer) -> None:
+        self.trainer = trainer
+        tok = getattr(trainer, "_tokenizer", None) or trainer.processing_class
+        self.eos_token_ids = tuple(int(t) for t in (getattr(trainer, "eos_token_ids", None) or [tok.eos_token_id]))
+        self.saw_logprobs = True
+
+    def sample(self, requests):
+        from mtrl_gym.trainers.samplers.base import SampleResult
+
+        prompts = [list(r.prompt_ids) for r in requests]
+        completion_ids, logprobs = self.trainer._generate_single_turn(prompts, None, {}, 1)
+        if logprobs is None:
+            self.saw_logprobs = False
+        results = []
+        for i, (req, ids) in enumerate(zip(requests, completion_ids)):
+            ids = [int(t) for t in ids]
+            lps = [float(x) if x is not None else math.nan for x in logprobs[i]] if logprobs is not None \
+                else [math.nan] * len(ids)
+            cap = req.params.max_new_tokens
+            ids, lps = ids[:cap], lps[:cap]
+            finish = "stop" if ids and ids[-1] in self.eos_token_ids else "length"
+            results.append(SampleResult(ids, lps, finish, prompt_tokens=len(req.prompt_ids)))
+        return results
+
+    def end_session(self, session_id: str) -> None:
+        pass
+
+    def update_policy(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RolloutFunc:
+    """``GRPOTrainer(rollout_func=RolloutFunc(env_id, ...))``: full episodes with TRL's generation.
+
+    Args:
+        env_id: a registered env id.
+        env_kwargs: keyword arguments for ``gymnasium.make``.
+        wrappers: callables ``env -> env`` (the reward is what the outermost env returns).
+        max_turns: most assistant turns per episode (``None``: until the env ends it).
+        max_episode_tokens: token budget of an episode (prompt, turns and env replies).
+        reply_mode: how env replies become messages (``"auto"``, ``"tool"``, ``"user"``).
+
+    Each row of the result holds one episode: its first prompt's ids, then every sampled
+    and env token after it (``env_mask`` 0 on env tokens), up to the last sampled token
+    (the final env reply carries no training signal and is left out). Consecutive copies
+    of a prompt (TRL repeats each ``num_generations`` times) form one group, played with
+    the same reset seed and task. ``logprobs`` are the backend's sampling log-probs, or
+    ``None`` when the backend gives none (transformers generation), as in TRL itself.
+    """
+
+    def __init__(self, env_id: str, *, env_kwargs: Mapping[str, Any] | None = None,
+                 wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = (),
+                 max_turns: int | None = None, max_episode_tokens: int = 4096, reply_mode: str = "auto"):
+        from mtrl_gym.trainers.rollout import RolloutConfig
+
+        self.env_id = env_id
+        self.wrappers = tuple(wrappers)
+        # validated here, so a bad value fails before the trainer starts
+        self.config = RolloutConfig(max_turns=max_turns, max_episode_tokens=max_episode_tokens,
+                                    reply_mode=reply_mode, env_kwargs=dict(env_kwargs or {}), seed=0)
+        self.last_trajectories: list = []
+
+    def __call__(self, prompts: Sequence[Any], trainer) -> dict[str, list]:
+        import dataclasses
+
+        from mtrl_gym.trainers.rollout import collect
+        from mtrl_gym.trainers.samplers.base import SamplingParams
+
+        sampler = _TrainerSampler(trainer)
+        tokenizer = getattr(trainer, "_tokenizer", None) or trainer.processing_class
+        sampling = SamplingParams(temperature=float(getattr(trainer, "temperature", 1.0) or 0.0),
+                                  max_new_tokens=int(getattr(trainer, "max_completion_length", 256) or 256))
+        tasks = [_task_of(p) for p in prompts]
+        groups: list[tuple[EpisodeTask, int]] = []
+        for task in tasks:
+            if groups and groups[-1][0] == task:
+                groups[-1] = (task, groups[-1][1] + 1)
+            else:
+                groups.append((task, 1))
+        trajectories = []
+        for task, size in groups:
+            config = dataclasses.replace(self.config, group_size=size, sampling=sampling)
+            trajectories += collect(self.env_id, [task.row], sampler, tokenizer, config=config, seed=task.seed,
+                                    wrappers=self.wrappers)
+        self.last_trajectories = trajectories
+        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+                                "env_reward": [], "env_failed": []}
+        end = int(sampler.eos_token_ids[0])
+        for t in trajectories:
+            start = t.prompt_length
+            last = max((i for i, m in enumerate(t.loss_mask) if m), default=-1) + 1
+            completion, mask = t.token_ids[start:last], t.loss_mask[start:last]
+            logprobs = [0.0 if not m else lp for lp, m in zip(t.logprobs[start:last], mask)]
+            if not completion:  # no sampled token at all (a failed episode): one masked end token
+                completion, mask, logprobs = [end], [0], [0.0]
+            out["prompt_ids"].append(list(t.token_ids[:start]))
+            out["completion_ids"].append(list(completion))
+            out["env_mask"].append(list(mask))
+            out["logprobs"].append(logprobs)
+            out["env_reward"].append(float(t.reward))
+            out["env_failed"].append(bool(t.failed))
+        if not sampler.saw_logprobs:
+            out["logprobs"] = None
+        return out
