@@ -321,7 +321,7 @@ class _TrainerSampler:
         self.saw_logprobs = True
 
     def sample(self, requests):
-        from mtrl_gym.trainers.samplers.base import SampleResult
+        from mtrl_gym.rollout.samplers.base import SampleResult
 
         prompts = [list(r.prompt_ids) for r in requests]
         completion_ids, logprobs = self.trainer._generate_single_turn(prompts, None, {}, 1)
@@ -370,7 +370,7 @@ class RolloutFunc:
     def __init__(self, env_id: str, *, env_kwargs: Mapping[str, Any] | None = None,
                  wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = (),
                  max_turns: int | None = None, max_episode_tokens: int = 4096, reply_mode: str = "auto"):
-        from mtrl_gym.trainers.rollout import RolloutConfig
+        from mtrl_gym.rollout.engine import RolloutConfig
 
         self.env_id = env_id
         self.wrappers = tuple(wrappers)
@@ -382,8 +382,8 @@ class RolloutFunc:
     def __call__(self, prompts: Sequence[Any], trainer) -> dict[str, list]:
         import dataclasses
 
-        from mtrl_gym.trainers.rollout import collect
-        from mtrl_gym.trainers.samplers.base import SamplingParams
+        from mtrl_gym.rollout.engine import collect
+        from mtrl_gym.rollout.samplers.base import SamplingParams
 
         sampler = _TrainerSampler(trainer)
         tokenizer = getattr(trainer, "_tokenizer", None) or trainer.processing_class

@@ -12,7 +12,7 @@ path would not resolve, and ``mtrl-gym`` would name this library itself)::
   seeds (``env_id``, ``split`` / ``tasks_file``, ``limit``, ``seed``; task ``i`` resets
   with ``seed + i``, the same rule as :func:`mtrl_gym.adapters.episode.resolve_episode_tasks`).
   The prompt is the env's first observation and the system prompt the env's, with the
-  tool schemas written into it (Hermes format, :func:`mtrl_gym.trainers.chat.render_tools`):
+  tool schemas written into it (Hermes format, :func:`mtrl_gym.rollout.template.render_tools`):
   the model answers in text and the env parses it. The task row (which may hold the
   secret) rides in ``TaskData.info`` for the env; it is never in the prompt.
 * **Episodes** (:class:`MtrlEnv`): the env runs host-side as the conversation's user.
@@ -102,7 +102,7 @@ class MtrlTask(vf.Task[MtrlData, vf.State, vf.TaskConfig]):
 
 
 def _system_prompt(episode: EnvEpisode) -> str:
-    from mtrl_gym.trainers.chat import render_tools
+    from mtrl_gym.rollout.template import render_tools
 
     parts = [episode.system_prompt, render_tools(episode.tools)]
     return "\n\n".join(p for p in parts if p)

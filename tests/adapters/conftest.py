@@ -89,7 +89,7 @@ class Server:
             except OSError:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"server did not answer {health} within {timeout:g} s:\n{self.output()}")
+                    raise RuntimeError(f"server did not answer {health} within {timeout:g} s:\n{self.output()}") from None
                 time.sleep(0.2)
 
     def output(self) -> str:
@@ -140,7 +140,7 @@ class ScriptedTextSampler:
         self.tok, self.texts, self.turns = tokenizer, list(texts), {}
 
     def sample(self, requests):
-        from mtrl_gym.trainers.samplers.base import SampleResult
+        from mtrl_gym.rollout.samplers.base import SampleResult
 
         out = []
         for req in requests:

@@ -37,7 +37,7 @@ from mtrl_gym.adapters.trl import (
     rollout_dataset,
 )
 from mtrl_gym.datasets import write_tasks
-from mtrl_gym.trainers.rollout import collect
+from mtrl_gym.rollout.engine import collect
 
 
 def test_same_task_same_actions_same_reward_under_every_adapter(tmp_path, chatml_tokenizer, openenv_server):

@@ -93,7 +93,7 @@ def test_unknown_env_suggests_close_ids():
 @pytest.mark.parametrize("env_id", list_envs())
 def test_every_env_tool_list_renders_as_prompt_text(env_id):
     """The verifiers adapter writes tools into the system prompt; union types (["string", "null"]) included."""
-    from mtrl_gym.trainers.chat import render_tools
+    from mtrl_gym.rollout.template import render_tools
 
     ep = EnvEpisode(env_id)
     ep.reset(EpisodeTask(seed=0))

@@ -52,9 +52,9 @@ def test_gymnasium_client_matches_the_local_env(openenv_server):
         assert info_r["tools"] == info_l["tools"] and info_r["system_prompt"] == info_l["system_prompt"]
         assert tuple(remote.reward_range) == tuple(local.unwrapped.reward_range)
         for text in [BAD_TEXT] + [tool_call_text("guess_word", {"guess": g}) for g in WORDLE_GUESSES]:
-            r, l = remote.step(text), local.step(text)
-            assert r[:4] == l[:4]
-            assert r[4]["format_error"] == l[4]["format_error"] and r[4]["tool_results"] == l[4]["tool_results"]
+            r, loc = remote.step(text), local.step(text)
+            assert r[:4] == loc[:4]
+            assert r[4]["format_error"] == loc[4]["format_error"] and r[4]["tool_results"] == loc[4]["tool_results"]
         assert r[1] == pytest.approx(1.45) and r[2] is True and r[4]["answer"] == "paste"
     finally:
         remote.close()
@@ -79,7 +79,7 @@ def test_bad_text_is_an_observation_not_an_error(openenv_server):
 def test_rollout_engine_plays_an_openenv_env(openenv_server, chatml_tokenizer):
     from conftest import ScriptedTextSampler
 
-    from mtrl_gym.trainers.rollout import collect
+    from mtrl_gym.rollout.engine import collect
 
     server = openenv_server("mtrl/Wordle-v0")
     script = [tool_call_text("guess_word", {"guess": g}) for g in WORDLE_GUESSES]

@@ -65,7 +65,7 @@ def test_native_tool_calls_reach_the_env_as_text():
 def test_vf_eval_records_the_env_outcome(tmp_path, chatml_tokenizer):
     from conftest import ScriptedTextSampler
 
-    from mtrl_gym.trainers.rollout import collect
+    from mtrl_gym.rollout.engine import collect
 
     write_tasks([WORDLE_TASK], tmp_path / "tasks.jsonl")
     traces = run_vf_eval(tmp_path, wordle_script(), "--env.taskset.env-id", "mtrl/Wordle-v0",
