@@ -13,13 +13,15 @@ imports the package implicitly).
 from __future__ import annotations
 
 import difflib
+import importlib
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 
 from mtrl_gym.error import UnknownEnv
 
-__all__ = ["ENV_SPECS", "register_envs", "list_envs", "make", "spec"]
+__all__ = ["ENV_SPECS", "register_envs", "list_envs", "make", "spec", "task_validator"]
 
 NAMESPACE = "mtrl"
 
@@ -75,6 +77,25 @@ def make(env_id: str, **kwargs: Any) -> gymnasium.Env:
     """``gymnasium.make`` for mtrl ids, with a helpful error for unknown ids."""
     spec(env_id)
     return gymnasium.make(env_id.removeprefix("mtrl_gym:"), **kwargs)
+
+
+def task_validator(env_id: str) -> Callable[[dict[str, Any]], Any] | None:
+    """The ``validate_task(task)`` hook of an env id's class, or None when it has none.
+
+    An env class may define ``validate_task(task)`` (a classmethod raising
+    :class:`~mtrl_gym.error.InvalidTask` for a row its ``reset`` would refuse); task-file
+    readers pass it to :func:`mtrl_gym.datasets.read_tasks`, so a bad row is reported with
+    its file and line before a run starts. Works for any gymnasium id, not only mtrl ids.
+    """
+    env_id = env_id.removeprefix("mtrl_gym:")
+    if env_id in ENV_SPECS or env_id not in gymnasium.registry:
+        spec(env_id)  # unknown ids raise with close matches
+    entry = gymnasium.spec(env_id).entry_point
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attr, None)
+    hook = getattr(entry, "validate_task", None)
+    return hook if callable(hook) else None
 
 
 register_envs()

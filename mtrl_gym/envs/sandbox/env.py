@@ -215,6 +215,13 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
                             self.final_answer.instructions(),
                             f"You can make at most {self.max_tool_calls} tool calls in an episode."])
 
+    @classmethod
+    def validate_task(cls, task: Mapping[str, Any]) -> None:
+        """Raise :class:`InvalidTask` for a task row this env cannot play (its required fields)."""
+        from mtrl_gym.datasets import decode_task
+
+        decode_task(task, required=cls.task_fields)
+
     def sample_task(self, rng) -> dict[str, Any]:
         """A task when ``reset`` gets none and the env has no task list (override to generate)."""
         raise InvalidTask(f"{type(self).__name__} has no tasks: pass tasks=[...] (rows or a task file) or "

@@ -348,6 +348,14 @@ class SOPEnv(ToolSandboxEnv):
         finally:
             self.tools = first
 
+    @classmethod
+    def validate_task(cls, task: Mapping[str, Any]) -> None:
+        """Raise :class:`InvalidTask` for a row without a usable world ``seed``."""
+        super().validate_task(task)
+        seed = task.get("seed")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise InvalidTask(f"task {task.get('id', '?')!r}: 'seed' must be an int in [0, 2**63), got {seed!r}")
+
     def sample_task(self, rng: np.random.Generator) -> dict[str, Any]:
         low, high = SPLITS[self.split]
         seed = int(rng.integers(low, high))

@@ -45,12 +45,14 @@ def load_task_splits(env: str, train_tasks: str | None, val_tasks: str | None, *
     ``None``: the env then draws a task from each reset seed.
     """
     from mtrl_gym.datasets import read_tasks
+    from mtrl_gym.registry import task_validator
 
+    check = task_validator(env) if train_tasks is not None or val_tasks is not None else None
     generated = GENERATED_SPLITS.get(env.removeprefix("mtrl_gym:"))
     split = generated(train_size, val_size, split_seed) if generated and (train_tasks is None or val_tasks is None) \
         else (None, None)
-    train = read_tasks(train_tasks, required=()) if train_tasks is not None else split[0]
-    val = read_tasks(val_tasks, required=()) if val_tasks is not None else split[1]
+    train = read_tasks(train_tasks, required=(), validate=check) if train_tasks is not None else split[0]
+    val = read_tasks(val_tasks, required=(), validate=check) if val_tasks is not None else split[1]
     return train, val
 
 
