@@ -1,0 +1,30 @@
+"""Test helpers for text environments, shipped in the package so your own tests can use them.
+
+* :mod:`~mtrl_gym.testing.corpus`: the adversarial corpus of assistant messages
+  (:func:`adversarial_texts`, :data:`CATEGORIES`); standard library only.
+* :mod:`~mtrl_gym.testing.cost`: the time of one step on a text, and its growth with length.
+* :mod:`~mtrl_gym.testing.strategies`: hypothesis strategies :func:`model_text` and
+  :func:`tool_calls` (needs ``hypothesis``; imported on first use).
+
+Importing this package imports neither torch nor hypothesis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mtrl_gym.testing.corpus import CATEGORIES, BadText, adversarial_texts
+from mtrl_gym.testing.cost import growth_ratio, step_seconds
+
+__all__ = ["CATEGORIES", "BadText", "adversarial_texts", "growth_ratio", "step_seconds", "model_text",
+           "tool_calls", "json_values"]
+
+_LAZY = {"model_text", "tool_calls", "json_values"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from mtrl_gym.testing import strategies
+
+        return getattr(strategies, name)
+    raise AttributeError(f"module 'mtrl_gym.testing' has no attribute {name!r}")
