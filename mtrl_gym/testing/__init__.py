@@ -2,6 +2,8 @@
 
 * :mod:`~mtrl_gym.testing.corpus`: the adversarial corpus of assistant messages
   (:func:`adversarial_texts`, :data:`CATEGORIES`); standard library only.
+* :func:`check_text_env` (:mod:`~mtrl_gym.testing.check`): Gymnasium's checker, the corpus,
+  cross-process determinism and a secret-leak check on one env (``mtrl-gym check ENV_ID``).
 * :mod:`~mtrl_gym.testing.cost`: the time of one step on a text, and its growth with length.
 * :mod:`~mtrl_gym.testing.strategies`: hypothesis strategies :func:`model_text` and
   :func:`tool_calls` (needs ``hypothesis``; imported on first use).
@@ -13,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from mtrl_gym.testing.check import CheckReport, CheckResult, check_text_env
 from mtrl_gym.testing.corpus import CATEGORIES, BadText, adversarial_texts
 from mtrl_gym.testing.cost import growth_ratio, step_seconds
 
-__all__ = ["CATEGORIES", "BadText", "adversarial_texts", "growth_ratio", "step_seconds", "model_text",
+__all__ = ["check_text_env", "CheckReport", "CheckResult", "CATEGORIES", "BadText", "adversarial_texts", "growth_ratio", "step_seconds", "model_text",
            "tool_calls", "json_values"]
 
 _LAZY = {"model_text", "tool_calls", "json_values"}
