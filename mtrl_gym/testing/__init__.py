@@ -4,6 +4,8 @@
   (:func:`adversarial_texts`, :data:`CATEGORIES`); standard library only.
 * :func:`check_text_env` (:mod:`~mtrl_gym.testing.check`): Gymnasium's checker, the corpus,
   cross-process determinism and a secret-leak check on one env (``mtrl-gym check ENV_ID``).
+* :func:`env_contract_tests` (:mod:`~mtrl_gym.testing.pytest_plugin`): the same checks as
+  pytest tests, one per check, in a three-line test file.
 * :mod:`~mtrl_gym.testing.cost`: the time of one step on a text, and its growth with length.
 * :mod:`~mtrl_gym.testing.strategies`: hypothesis strategies :func:`model_text` and
   :func:`tool_calls` (needs ``hypothesis``; imported on first use).
@@ -20,12 +22,16 @@ from mtrl_gym.testing.corpus import CATEGORIES, BadText, adversarial_texts
 from mtrl_gym.testing.cost import growth_ratio, step_seconds
 
 __all__ = ["check_text_env", "CheckReport", "CheckResult", "CATEGORIES", "BadText", "adversarial_texts", "growth_ratio", "step_seconds", "model_text",
-           "tool_calls", "json_values"]
+           "tool_calls", "json_values", "env_contract_tests"]
 
 _LAZY = {"model_text", "tool_calls", "json_values"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "env_contract_tests":  # imports pytest
+        from mtrl_gym.testing.pytest_plugin import env_contract_tests
+
+        return env_contract_tests
     if name in _LAZY:
         from mtrl_gym.testing import strategies
 

@@ -81,3 +81,23 @@ def test_every_registered_env_passes_the_kit(env_id):
     report = check_text_env(env_id, corpus_size=5_000, secret=SECRETS.get(env_id))
     report.raise_on_failure()
     assert len(report.checks) == 3 + (env_id in SECRETS)
+
+
+# The three-line form a user writes (here on a correct toy env and on the trainer tests' toy env).
+test_toy_contract = __import__("mtrl_gym.testing", fromlist=["x"]).env_contract_tests(
+    "harden_toys/Toy-v0", secret=lambda env: env.unwrapped.secret, imports=["harden_toy_envs"], corpus_size=3_000)
+
+
+def test_a_users_three_line_test_file_runs_under_the_plugin(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "test_user_env.py").write_text(
+        "from mtrl_gym.testing import env_contract_tests\n"
+        "test_shop = env_contract_tests('mtrl/Sandbox-Shop-v0', corpus_size=2_000)\n"
+        "def test_fixture(check_text_env):\n"
+        "    assert check_text_env('mtrl/Sandbox-Shop-v0', corpus_size=1_000, processes=False).ok\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "mtrl_gym.testing.pytest_plugin",
+                           "-p", "no:cacheprovider", str(tmp_path / "test_user_env.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0 and "4 passed" in proc.stdout, proc.stdout[-2000:]
