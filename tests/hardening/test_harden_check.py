@@ -101,3 +101,17 @@ def test_a_users_three_line_test_file_runs_under_the_plugin(tmp_path):
                            "-p", "no:cacheprovider", str(tmp_path / "test_user_env.py")],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0 and "4 passed" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_suites_toy_env_passes_the_kit(monkeypatch):
+    import gymnasium
+
+    tests_dir = str(Path(HERE).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests_dir, os.environ["PYTHONPATH"]]))
+    if "harden_toys/Vowel-v0" not in gymnasium.registry:
+        gymnasium.register("harden_toys/Vowel-v0", entry_point="toy_envs:VowelEnv", disable_env_checker=True)
+    code = ("import gymnasium; gymnasium.register('harden_toys/Vowel-v0', entry_point='toy_envs:VowelEnv', "
+            "disable_env_checker=True)")
+    module = Path(HERE) / "harden_vowel_registration.py"
+    assert module.read_text() == code + "\n"
+    check_text_env("harden_toys/Vowel-v0", corpus_size=5_000, imports=["harden_vowel_registration"]).raise_on_failure()
