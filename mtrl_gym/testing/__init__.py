@@ -8,7 +8,8 @@
   pytest tests, one per check, in a three-line test file.
 * :mod:`~mtrl_gym.testing.cost`: the time of one step on a text, and its growth with length.
 * :mod:`~mtrl_gym.testing.strategies`: hypothesis strategies :func:`model_text` and
-  :func:`tool_calls` (needs ``hypothesis``; imported on first use).
+  :func:`tool_calls`, and the stateful :func:`episode_machine` (needs ``hypothesis``;
+  imported on first use).
 
 Importing this package imports neither torch nor hypothesis.
 """
@@ -22,9 +23,9 @@ from mtrl_gym.testing.corpus import CATEGORIES, BadText, adversarial_texts
 from mtrl_gym.testing.cost import growth_ratio, step_seconds
 
 __all__ = ["check_text_env", "CheckReport", "CheckResult", "CATEGORIES", "BadText", "adversarial_texts", "growth_ratio", "step_seconds", "model_text",
-           "tool_calls", "json_values", "env_contract_tests"]
+           "tool_calls", "json_values", "episode_machine", "env_contract_tests"]
 
-_LAZY = {"model_text", "tool_calls", "json_values"}
+_LAZY = {"model_text", "tool_calls", "json_values", "episode_machine"}
 
 
 def __getattr__(name: str) -> Any:

@@ -115,3 +115,15 @@ def test_the_suites_toy_env_passes_the_kit(monkeypatch):
     module = Path(HERE) / "harden_vowel_registration.py"
     assert module.read_text() == code + "\n"
     check_text_env("harden_toys/Vowel-v0", corpus_size=5_000, imports=["harden_vowel_registration"]).raise_on_failure()
+
+
+def test_the_stateful_machine_catches_a_broken_env():
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from mtrl_gym.testing import episode_machine
+
+    with pytest.raises((UnicodeEncodeError, TypeError)):
+        run_state_machine_as_test(episode_machine("harden_toys/SurrogateCrash-v0"), settings=settings(
+            max_examples=60, stateful_step_count=8, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck)))

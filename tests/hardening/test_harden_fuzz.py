@@ -135,3 +135,15 @@ def test_step_cost_grows_linearly(env_id):
         if ratio > 6:
             slow.append(f"{name}: {small * 1e3:.1f} -> {big * 1e3:.1f} ms ({ratio:.1f}x for 4x text)")
     assert not slow, "super-linear steps:\n" + "\n".join(slow)
+
+
+@pytest.mark.parametrize("env_id", ENVS)
+def test_stateful_episodes_keep_the_contract(env_id):
+    from hypothesis import settings as hsettings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from mtrl_gym.testing import episode_machine
+
+    run_state_machine_as_test(episode_machine(env_id), settings=hsettings(
+        max_examples=8, stateful_step_count=12, deadline=None, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]))

@@ -163,3 +163,11 @@ def test_cassettes_recorded_with_the_old_quadratic_patterns_replay_linearly():
     t = time.perf_counter()
     r.redact_text("a" * 45_000)
     assert time.perf_counter() - t < 0.2
+
+
+def test_a_huge_integer_final_answer_is_graded_not_raised():
+    env = gymnasium.make("mtrl/Sandbox-Weather-v0")
+    for seed in range(6):  # every question kind, numbers included
+        env.reset(seed=seed)
+        obs, reward, terminated, _, info = env.step("<final_answer>2" + "0" * 400 + "</final_answer>")
+        assert terminated and reward == 0.0

@@ -126,7 +126,10 @@ def _as_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int with 309+ digits: no number the checkers can compare
+            return None
     if isinstance(value, str):
         text = value.strip().replace(",", "").replace("_", "")
         if len(text) > 64:
