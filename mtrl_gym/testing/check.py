@@ -75,7 +75,7 @@ def scripted_episode(env_id: str, seed: int, actions: Sequence[str], env_kwargs:
     be identical in every process."""
     import gymnasium
 
-    import mtrl_gym  # noqa: F401 - registers the envs
+    import mtrl_gym
     from mtrl_gym.serialization import json_line
 
     env = gymnasium.make(env_id, **(env_kwargs or {}))
@@ -132,7 +132,7 @@ def _check_gymnasium(env_or_id: Any, env_kwargs: dict[str, Any]) -> CheckResult:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             check_env(env.unwrapped, skip_render_check=True)
-    except Exception as e:  # noqa: BLE001 - a failed check, whatever it raised
+    except Exception as e:
         return CheckResult("gymnasium", False, f"check_env: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
     return CheckResult("gymnasium", True, "check_env passes, no warnings")
 
@@ -149,7 +149,7 @@ def _check_corpus(env: Any, seed: int, size: int, bound: float | None) -> CheckR
             t0 = time.perf_counter()
             obs, _, _, _, info = env.step(case.text)
             took = time.perf_counter() - t0
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return CheckResult("corpus", False, f"{case.name} ({len(case.text)} chars) raised "
                                                 f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
         try:

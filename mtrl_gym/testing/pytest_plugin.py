@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mtrl_gym.testing.check import CheckReport, check_text_env as _check_text_env
+from mtrl_gym.testing.check import CheckReport
+from mtrl_gym.testing.check import check_text_env as _check_text_env
 
 __all__ = ["env_contract_tests"]
 

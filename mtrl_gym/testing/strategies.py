@@ -94,7 +94,13 @@ def episode_machine(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None,
     flags, JSON ``info``, no step after the end without a reset). Run it with
     ``TestMyEnv = episode_machine("my/Env-v0").TestCase``."""
     import gymnasium
-    from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+    from hypothesis.stateful import (
+        RuleBasedStateMachine,
+        initialize,
+        invariant,
+        precondition,
+        rule,
+    )
 
     from mtrl_gym.serialization import json_line
 

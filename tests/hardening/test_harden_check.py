@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import harden_toy_envs
 import pytest
 
-import harden_toy_envs  # noqa: F401 - registers harden_toys/*
 from mtrl_gym.cli import main
 from mtrl_gym.registry import list_envs
 from mtrl_gym.testing import check_text_env

@@ -14,7 +14,7 @@ import gymnasium
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import mtrl_gym  # noqa: F401 - registers the envs
+import mtrl_gym
 from mtrl_gym import wrappers as W
 from mtrl_gym.error import Error
 from mtrl_gym.registry import list_envs

@@ -11,7 +11,7 @@ import sys
 import gymnasium
 import pytest
 
-import mtrl_gym  # noqa: F401 - registers the envs
+import mtrl_gym
 from mtrl_gym.envs.sandbox import Cassette, ToolSandboxEnv, sandbox_guard, tool
 from mtrl_gym.envs.sandbox.isolation import SandboxViolation
 from mtrl_gym.error import InvalidTask
@@ -38,7 +38,7 @@ def test_ids_of_rows_without_one_do_not_depend_on_the_answer():
     b = env.reset(options={"task": {"prompt": "Which SKU?", "answer": "B-2"}})[1]["task_id"]
     assert a == b and a.startswith("sandbox-")
     sop = gymnasium.make("mtrl/SOP-KYBReview-v0").unwrapped
-    obs, info = sop.reset(options={"task": {"seed": 12345}})
+    _obs, info = sop.reset(options={"task": {"seed": 12345}})
     assert "12345" not in info["task_id"]
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mtrl_gym  # noqa: F401 - registers the envs
+import mtrl_gym
 from mtrl_gym import serialization
 from mtrl_gym.envs.sandbox.grading import _norm, make_checker
 from mtrl_gym.envs.sandbox.redact import Redactor
@@ -33,7 +33,7 @@ def test_serialization_doctests():
 def test_deeply_nested_final_answer_is_graded_not_raised(env_id):
     env = gymnasium.make(env_id)
     env.reset(seed=1)
-    obs, reward, terminated, _, info = env.step(DEEP_ANSWER)
+    obs, reward, _terminated, _, _info = env.step(DEEP_ANSWER)
     assert env.observation_space.contains(obs) and reward == 0.0
 
 
@@ -169,5 +169,5 @@ def test_a_huge_integer_final_answer_is_graded_not_raised():
     env = gymnasium.make("mtrl/Sandbox-Weather-v0")
     for seed in range(6):  # every question kind, numbers included
         env.reset(seed=seed)
-        obs, reward, terminated, _, info = env.step("<final_answer>2" + "0" * 400 + "</final_answer>")
+        _obs, reward, terminated, _, _info = env.step("<final_answer>2" + "0" * 400 + "</final_answer>")
         assert terminated and reward == 0.0

@@ -12,10 +12,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from test_trainer import InterruptingSampler, make_trainer  # noqa: E402
+from test_trainer import InterruptingSampler, make_trainer
 
-from mtrl_gym.error import ConfigError  # noqa: E402
-from mtrl_gym.trainers.grpo import checkpoint as ckpt  # noqa: E402
+from mtrl_gym.error import ConfigError
+from mtrl_gym.trainers.grpo import checkpoint as ckpt
 
 
 @pytest.fixture
