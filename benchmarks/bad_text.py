@@ -27,12 +27,14 @@ from mtrl_gym.registry import list_envs
 from mtrl_gym.testing import adversarial_texts, step_seconds
 
 
-def measure(env_id: str, chars: int, repeat: int) -> list[tuple[float, str, str | None]]:
+def measure(env_id: str, chars: int, repeat: int, exclude: list[str] = ()) -> list[tuple[float, str, str | None]]:
     """``(seconds, case name, error)`` for every corpus case on ``env_id``."""
     env = gymnasium.make(env_id)
     _, info = env.reset(seed=0)
     rows = []
     for case in adversarial_texts(info.get("tools") or [], size=chars):
+        if any(case.name.startswith(prefix) for prefix in exclude):
+            continue
         try:
             rows.append((step_seconds(None, case.text, repeat=repeat, env=env), case.name, None))
         except Exception as e:  # noqa: BLE001 - any exception is a failure to report
@@ -48,6 +50,8 @@ def main() -> int:
     ap.add_argument("--chars", type=int, default=100_000, help="length of each case")
     ap.add_argument("--bound-ms", type=float, default=50.0, help="the bound on one step")
     ap.add_argument("--repeat", type=int, default=3, help="timed steps per case; the fastest counts")
+    ap.add_argument("--exclude", action="append", default=[], metavar="PREFIX",
+                    help="skip cases whose name starts with this, e.g. unclosed/ (repeatable)")
     args = ap.parse_args()
     envs = args.env or list_envs()
     load = os.getloadavg()[0]
@@ -57,7 +61,7 @@ def main() -> int:
     failed, slowest = [], []
     t0 = time.perf_counter()
     for env_id in envs:
-        rows = measure(env_id, args.chars, args.repeat)
+        rows = measure(env_id, args.chars, args.repeat, args.exclude)
         worst = max(rows)
         errors = [r for r in rows if r[2]]
         over = worst[0] * 1e3 > args.bound_ms
