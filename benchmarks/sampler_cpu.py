@@ -202,7 +202,7 @@ def _print_grpo(rows: list[dict]) -> None:
               f"speed vs grpo-hf {ratio:.2f}x")
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--episodes", type=int, default=8)
     ap.add_argument("--turns", type=int, default=4)
@@ -221,7 +221,7 @@ def main() -> None:
     if args.child:
         run = run_grpo if args.child.startswith("grpo-") else run_rollout
         print(json.dumps(run(args.child, args)), flush=True)
-        return
+        return 0
     wanted = CONFIGS + (() if args.skip_grpo else GRPO_CONFIGS)
     if args.only:
         wanted = tuple(c for c in args.only.split(",") if c in CONFIGS + GRPO_CONFIGS)
@@ -234,7 +234,13 @@ def main() -> None:
     _print_rollouts([r for r in rows if r["config"] in CONFIGS], args)
     if any(r["config"] in GRPO_CONFIGS for r in rows):
         _print_grpo([r for r in rows if r["config"] in GRPO_CONFIGS])
+    failed = [r["config"] for r in rows if "error" in r]
+    if failed or not rows:
+        print(f"\nFAILED: {', '.join(failed) or 'nothing was measured'} (a measured side failed, so no ratio "
+              "holds); exit 1", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

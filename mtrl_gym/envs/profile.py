@@ -82,6 +82,10 @@ class EnvProfile:
     turn_facts: Callable[[Mapping[str, Any]], Mapping[str, bool]] | None = None
     """Per-turn yes/no facts of a step's ``info`` (Wordle: ``valid_guess``, ``new_word``) that
     play statistics average (:class:`mtrl_gym.wrappers.EpisodeStats`, the training summary)."""
+    validate_task: Callable[[Mapping[str, Any]], Any] | None = None
+    """Raises :class:`~mtrl_gym.error.InvalidTask` for a task row ``reset`` would refuse, so task-file
+    readers report it with file and line before a run starts (default: the class's
+    ``validate_task`` classmethod, when it has one)."""
     evaluation_only: bool = False
     """Every task of this env is for evaluation only (e.g. a benchmark whose licence forbids
     training): the trainer and demonstrations refuse the env."""
@@ -151,6 +155,10 @@ def profile_of(target: Any) -> EnvProfile:
         profile = hook()
         if not isinstance(profile, EnvProfile):
             raise ConfigError(f"{cls.__name__}.profile() must return an EnvProfile, got {type(profile).__name__}")
-        return profile
-    threshold = getattr(cls, "success_threshold", None)
-    return EnvProfile(success_threshold=float(threshold) if isinstance(threshold, (int, float)) else None)
+    else:
+        threshold = getattr(cls, "success_threshold", None)
+        profile = EnvProfile(success_threshold=float(threshold) if isinstance(threshold, (int, float)) else None)
+    row_check = getattr(cls, "validate_task", None)
+    if profile.validate_task is None and callable(row_check):
+        profile = dataclasses.replace(profile, validate_task=row_check)
+    return profile

@@ -27,6 +27,7 @@ from typing import Any
 
 from mtrl_gym.jsonl import iter_jsonl
 from mtrl_gym.error import ConfigError, DatasetError
+from mtrl_gym.serialization import json_line
 
 __all__ = ["EvalStore", "CONFIG_FILE", "read_records"]
 
@@ -130,7 +131,7 @@ class EvalStore:
 
     def append(self, run: str, records: Iterable[Mapping[str, Any]]) -> int:
         """Append records to the run's file, flushed and synced; returns how many."""
-        lines = [json.dumps(dict(r), ensure_ascii=False) + "\n" for r in records]
+        lines = [json_line(dict(r)) + "\n" for r in records]
         if not lines:
             return 0
         path = self.path(run)

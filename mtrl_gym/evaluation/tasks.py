@@ -54,8 +54,9 @@ def resolve_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[st
         rows = _split(env_id, split, limit)
     elif isinstance(tasks, (str, os.PathLike)):
         from mtrl_gym.datasets import read_tasks
+        from mtrl_gym.registry import task_validator
 
-        rows = read_tasks(tasks, required=())
+        rows = read_tasks(tasks, required=(), validate=task_validator(env_id))
     else:
         rows = [dict(t) if t is not None else None for t in tasks]
         if not rows:

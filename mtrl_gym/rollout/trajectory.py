@@ -11,14 +11,13 @@ Trajectories are plain data: they serialise to one JSON object per line with
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from mtrl_gym.serialization import json_safe
+from mtrl_gym.serialization import json_line, json_safe
 
 __all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe"]
 
@@ -81,7 +80,7 @@ class Trajectory:
         return len(self.turn_spans)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it recurses without a limit
         d["turn_spans"] = [list(s) for s in self.turn_spans]
         d["trainable_tokens"] = self.trainable_tokens
         return json_safe(d)
@@ -100,7 +99,7 @@ def save_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike, *, a
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a" if append else "w", encoding="utf-8") as f:
         for t in trajectories:
-            f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+            f.write(json_line(t.to_dict()) + "\n")
     return path
 
 

@@ -46,7 +46,7 @@ from gymnasium.utils import RecordConstructorArgs
 
 from mtrl_gym.jsonl import iter_jsonl
 from mtrl_gym.error import ConfigError, DatasetError, ReplayMismatch
-from mtrl_gym.serialization import json_safe
+from mtrl_gym.serialization import MAX_DEPTH, json_line, json_safe
 
 try:  # POSIX: serialise appends from several processes
     import fcntl
@@ -163,7 +163,7 @@ class RecordEpisodes(gymnasium.Wrapper, RecordConstructorArgs):
         for s in record["steps"]:
             total += float(s["reward"])  # json_safe wrote a non-finite reward as "nan"/"inf"
         record.update(finished=finished, length=len(record["steps"]), **{"return": json_safe(total)})
-        _append_line(self.path, json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n", self.fsync)
+        _append_line(self.path, json_line(record, max_depth=MAX_DEPTH + 8) + "\n", self.fsync)
         self.episodes_written += 1
 
 

@@ -13,8 +13,8 @@ from mtrl_gym.envs.sandbox import (ERROR_STATUSES, STATUSES, Cassette, FinalAnsw
 from mtrl_gym.error import CassetteError, ConfigError, InvalidTask
 from mtrl_gym.rollout.template import env_reply_messages
 
-STEP_KEYS = {"tool_calls", "tool_results", "tool_outcomes", "format_error", "error", "num_tool_calls",
-             "num_tool_errors", "num_unknown_tools", "num_bad_arguments", "num_refused", "num_not_available",
+STEP_KEYS = {"tool_calls", "tool_results", "tool_outcomes", "format_error", "message_truncated", "error",
+             "num_tool_calls", "num_tool_errors", "num_unknown_tools", "num_bad_arguments", "num_refused", "num_not_available",
              "tool_calls_used", "tool_calls_left", "turns_used", "submitted"}
 FINAL_KEYS = {"answer", "submitted_answer", "grade", "success", "end_reason"}
 

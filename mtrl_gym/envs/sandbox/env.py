@@ -107,7 +107,8 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
     ``error`` (first error status of the step or ``"no_tool_call"``), ``num_tool_calls``,
     ``num_tool_errors``, ``num_unknown_tools``, ``num_bad_arguments``, ``num_refused``,
     ``num_not_available``, ``tool_calls_used``, ``tool_calls_left``, ``turns_used``,
-    ``submitted``, plus :meth:`step_facts`. On the final step only: ``answer`` (the
+    ``submitted``, ``message_truncated`` (the message was longer than the parser reads:
+    calls past the cut were not seen), plus :meth:`step_facts`. On the final step only: ``answer`` (the
     expected answer, when the task has one), ``submitted_answer``, ``grade``
     (``{"score", "passed", "reason", "details"}``), ``success``, ``end_reason``
     (``"submitted"``, ``"tool_limit"``, ``"turn_limit"``).
@@ -215,6 +216,13 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
                             self.final_answer.instructions(),
                             f"You can make at most {self.max_tool_calls} tool calls in an episode."])
 
+    @classmethod
+    def validate_task(cls, task: Mapping[str, Any]) -> None:
+        """Raise :class:`InvalidTask` for a task row this env cannot play (its required fields)."""
+        from mtrl_gym.datasets import decode_task
+
+        decode_task(task, required=cls.task_fields)
+
     def sample_task(self, rng) -> dict[str, Any]:
         """A task when ``reset`` gets none and the env has no task list (override to generate)."""
         raise InvalidTask(f"{type(self).__name__} has no tasks: pass tasks=[...] (rows or a task file) or "
@@ -259,9 +267,12 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         super().reset(seed=seed)
         task = copy.deepcopy(self._select_task(options or {}))  # tools cannot alter the stored row
         self._remove_workdirs()
-        task_id = str(task.get("id") or "sandbox-" + _digest(json.dumps(_jsonable(task), sort_keys=True, default=repr,
+        # The row's digest seeds the state (as it always has); it is never shown: it covers the
+        # answer, so for a small answer space it could be inverted.
+        row_key = str(task.get("id") or "sandbox-" + _digest(json.dumps(_jsonable(task), sort_keys=True, default=repr,
                                                                        ensure_ascii=False))[:10])
-        state_seed = _state_seed(task, task_id)
+        task_id = str(task.get("id") or "?")
+        state_seed = _state_seed(task, row_key)
         if self._grader is None and type(self).grade is ToolSandboxEnv.grade:
             if "answer" not in task:
                 raise InvalidTask(f"task {task_id!r} has no 'answer' and the env has no grader")
@@ -277,6 +288,8 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         self._submitted: Any = None
         self._has_answer = False
         obs = clean_text(self.instruction(task))[:MAX_OBSERVATION_CHARS]
+        if not task.get("id"):  # a digest of what the agent sees anyway: it reveals nothing more
+            self._task_id = task_id = "sandbox-" + _digest(obs)[:10]
         self._last_obs = obs
         info = {"system_prompt": self.system_prompt, "tools": self.tool_schemas, "task_id": task_id,
                 "tool_calls_used": 0, "tool_calls_left": self.max_tool_calls, "turns_used": 0}
@@ -309,6 +322,8 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
     def _cassette_for(self, task: Mapping[str, Any]) -> Cassette | None:
         if self.mode == "live":
             return None
+        if task.get("cassette") is not None and self.mode in ("record", "replay_or_record"):
+            self._check_row_cassette(task["cassette"], task)
         source = task.get("cassette") or self._cassette_arg or self.default_cassette
         recorded = [t for t in self.tools.values() if t.recorded]
         if source is None:
@@ -326,6 +341,23 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
         if cassette.mode != "replay":
             cassette.tools = [t.schema for t in recorded]
         return cassette
+
+    def _check_row_cassette(self, source: Any, task: Mapping[str, Any]) -> None:
+        """A task row (data, perhaps from anywhere) may record only inside the working directory
+        or the folder of the env's own cassette: ``"cassette": "../../x"`` must not write elsewhere."""
+        if isinstance(source, Cassette):
+            return
+        try:
+            real = os.path.realpath(os.fspath(source))
+        except TypeError:
+            raise InvalidTask(f"task {task.get('id', '?')!r}: 'cassette' must be a path, got {source!r}") from None
+        bases = [os.path.realpath(os.getcwd())]
+        if isinstance(self._cassette_arg, (str, os.PathLike)):
+            bases.append(os.path.dirname(os.path.realpath(os.fspath(self._cassette_arg))))
+        if not any(real == b or real.startswith(b.rstrip(os.sep) + os.sep) for b in bases):
+            raise InvalidTask(f"task {task.get('id', '?')!r}: cassette {os.fspath(source)!r} is outside the working "
+                              f"directory and the env's cassette folder; mode={self.mode!r} would write there. Give a "
+                              "relative path inside the working directory")
 
     # -------------------------------------------------------------------------- step
 
@@ -347,6 +379,7 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
             # messages and only the rest of the observation as a user message.
             content = "\n".join(r["content"] for r in results)
         if parsed.truncated:
+            info["message_truncated"] = True
             content += "\nNote: your message was too long; only its beginning was read."
         terminated = self._ended
         truncated = not terminated and self._turns >= self.max_turns
@@ -369,7 +402,8 @@ class ToolSandboxEnv(gymnasium.Env[str, str]):
     def _base_info(self, calls: Sequence[ToolCall]) -> dict[str, Any]:
         return {"tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments, "format": c.format}
                                for c in calls],
-                "tool_results": [], "tool_outcomes": [], "format_error": False, "error": None,
+                "tool_results": [], "tool_outcomes": [], "format_error": False, "message_truncated": False,
+                "error": None,
                 "num_tool_calls": 0, "num_tool_errors": 0, "num_unknown_tools": 0, "num_bad_arguments": 0,
                 "num_refused": 0, "num_not_available": 0}
 

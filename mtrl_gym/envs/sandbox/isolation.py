@@ -3,15 +3,18 @@
 While a tool runs inside :func:`sandbox_guard`, these standard-library entry points refuse
 (raise :class:`SandboxViolation`, a :class:`PermissionError`) unless the guard allows them:
 
-* **network** — ``socket.socket.connect`` / ``connect_ex`` / ``bind`` / ``sendto``,
+* **network** — ``socket.socket.connect`` / ``connect_ex`` / ``bind`` / ``sendto`` / ``sendmsg``,
   ``socket.create_connection``, ``socket.getaddrinfo`` and the ``gethostby*`` look-ups
   (so ``urllib``, ``http.client``, ``requests`` and DNS look-ups are refused);
 * **writes outside the allowed directories** — ``open`` / ``io.open`` in a writing mode
   (``w``, ``a``, ``x``, ``+``), ``os.open`` with writing flags, and ``os.remove``,
   ``unlink``, ``rename``, ``replace``, ``mkdir``, ``rmdir``, ``truncate``, ``chmod``,
-  ``chown``, ``link``, ``symlink``, ``utime``, ``mkfifo``, ``mknod`` (so ``pathlib`` and
-  ``shutil`` writes are covered too). Paths are resolved with ``os.path.realpath``, so
-  ``..`` and symlinks do not escape; ``os.devnull`` is always writable;
+  ``chown``, ``lchown``, ``link``, ``symlink``, ``utime``, ``mkfifo``, ``mknod``, the
+  descriptor forms ``fchmod``, ``fchown``, ``ftruncate`` and the ``*xattr`` writes (so
+  ``pathlib`` and ``shutil`` writes are covered too). Paths are resolved with
+  ``os.path.realpath`` and descriptors through ``/proc/self/fd``, so ``..``, symlinks and a
+  descriptor opened read-only on an outside file do not escape; ``os.devnull`` is always
+  writable;
 * **new processes** — ``subprocess.Popen``, ``os.system``, ``os.fork``, ``os.forkpty``,
   ``os.posix_spawn[p]`` and ``os.exec*``.
 
@@ -153,9 +156,13 @@ def suspended() -> Iterator[None]:
 
 
 def _path_text(path: Any, dir_fd: int | None = None) -> str | None:
-    """The resolved path of a path-like argument, or None when it is a file descriptor."""
-    if isinstance(path, int):
-        return None
+    """The resolved path of a path-like argument or of an open file descriptor."""
+    if isinstance(path, int) and not isinstance(path, bool):
+        try:  # a descriptor: the file it points to (os.fchmod(fd) must not escape either)
+            target = os.readlink(f"/proc/self/fd/{path}")
+        except OSError:
+            return f"<file descriptor {path}>"
+        return target if target.startswith("/") else f"<file descriptor {path}: {target}>"
     try:
         p = os.fsdecode(os.fspath(path))
     except TypeError:
@@ -268,6 +275,8 @@ def _targets() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[.
         (sock, "connect_ex", lambda f: _network("connect_ex", f, lambda s, a, *r, **k: f"connect to {_address(a)}")),
         (sock, "bind", lambda f: _network("bind", f, lambda s, a, *r, **k: f"bind to {_address(a)}")),
         (sock, "sendto", lambda f: _network("sendto", f, lambda s, *a, **k: f"send to {_address(a[-1])}")),
+        (sock, "sendmsg", lambda f: _network("sendmsg", f, lambda s, *a, **k: "send a message"
+                                             + (f" to {_address(a[3])}" if len(a) > 3 else ""))),
         (socket, "create_connection",
          lambda f: _network("create_connection", f, lambda a, *r, **k: f"connect to {_address(a)}")),
         (socket, "getaddrinfo", lambda f: _network("getaddrinfo", f, lambda h, *r, **k: f"look up {str(h)[:80]}")),
@@ -278,7 +287,8 @@ def _targets() -> list[tuple[Any, str, Callable[[Callable[..., Any]], Callable[.
     ]
     for name in ("gethostbyname", "gethostbyname_ex", "gethostbyaddr"):
         out.append((socket, name, lambda f, n=name: _network(n, f, lambda h, *r, **k: f"look up {str(h)[:80]}")))
-    for name in ("remove", "unlink", "rmdir", "mkdir", "truncate", "chmod", "chown", "utime", "mkfifo", "mknod"):
+    for name in ("remove", "unlink", "rmdir", "mkdir", "truncate", "chmod", "chown", "lchown", "utime", "mkfifo",
+                 "mknod", "fchmod", "fchown", "ftruncate", "setxattr", "removexattr", "lsetxattr", "lremovexattr"):
         if hasattr(os, name):
             out.append((os, name, lambda f, n=name: _path_op(f"os.{n}", f)))
     for name in ("rename", "replace", "link", "symlink"):

@@ -10,7 +10,6 @@ submitted JSON answer and the final state: the right order changed, and nothing 
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -134,8 +133,8 @@ def sample_orders_task(rng) -> dict[str, Any]:
     complaint = _COMPLAINTS[int(rng.integers(len(_COMPLAINTS)))].format(item=item.lower())
     prompt = (f"A customer writes from {email}: \"{complaint}\"\nFind the order, handle the request following "
               'the store policy, then submit {"order_id": "...", "action": "refunded" | "cancelled" | "denied"}.')
-    digest = hashlib.blake2b(f"{seed}|{oid}|{item}".encode(), digest_size=5, key=b"mtrl_gym").hexdigest()
-    return {"id": f"orders-{digest}", "prompt": prompt, "state_seed": seed,
+    tag = int(rng.integers(2**40))  # a draw of its own: the id reveals neither the store seed nor the order
+    return {"id": f"orders-{tag:010x}", "prompt": prompt, "state_seed": seed,
             "answer": {"order_id": oid, "action": action}, "item": item}
 
 

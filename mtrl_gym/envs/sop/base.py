@@ -418,10 +418,22 @@ class SOPEnv(ToolSandboxEnv):
         finally:
             self.tools = first
 
+    @classmethod
+    def validate_task(cls, task: Mapping[str, Any]) -> None:
+        """Raise :class:`InvalidTask` for a row without a usable world ``seed``."""
+        super().validate_task(task)
+        seed = task.get("seed")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise InvalidTask(f"task {task.get('id', '?')!r}: 'seed' must be an int in [0, 2**63), got {seed!r}")
+
     def sample_task(self, rng: np.random.Generator) -> dict[str, Any]:
         low, high = SPLITS[self.split]
         seed = int(rng.integers(low, high))
-        return {"id": f"sop-{self.domain.slug}-{self.split}-s{seed}", "seed": seed, "difficulty": dict(self.difficulty)}
+        # The id is a draw of its own: it says nothing about the world seed, from which anyone
+        # reading ``info`` could regenerate the world and its expected answer.
+        tag = int(rng.integers(2**63))
+        return {"id": f"sop-{self.domain.slug}-{self.split}-{tag:016x}", "seed": seed,
+                "difficulty": dict(self.difficulty)}
 
     def make_state(self, task: Mapping[str, Any], seed: int) -> dict[str, Any]:
         """Regenerate the world from the row's ``seed`` and ``difficulty``, check the row against it,

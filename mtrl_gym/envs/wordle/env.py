@@ -240,6 +240,16 @@ class WordleEnv(gymnasium.Env[str, str]):
         answer = answer.strip().lower()
         return answer, task_id or task_id_for(answer), TASK_PROMPT
 
+    @classmethod
+    def validate_task(cls, task: dict[str, Any]) -> None:
+        """Raise :class:`InvalidTask` for a task row whose answer ``reset`` would refuse."""
+        answer = task.get("answer")
+        if not isinstance(answer, str) or not _ANSWER_RE.fullmatch(answer.strip()):
+            raise InvalidTask(f"a Wordle answer must be a 5-letter word a-z, got {answer!r}")
+
+    def _num_candidates(self) -> int:
+        return len(self._candidates) + self._candidates_extra
+
     # ------------------------------------------------------------------ step
 
     def step(self, action: str):

@@ -10,18 +10,28 @@ A checkpoint is a folder ``<output_dir>/checkpoints/step_000042/`` holding
   position, the torch/numpy/python RNG states and running totals;
 * ``config.yaml``: the resolved config of the run.
 
-Checkpoints are written to a temporary folder and renamed into place, so a crash while
-saving never leaves a half-written checkpoint behind. :func:`latest_checkpoint` finds the
-newest complete one. With the same weights, RNG states and data position, a resumed run on
-CPU reproduces the uninterrupted run's next step exactly.
+* ``manifest.json``: written last, the size and SHA-256 of every other file.
+
+Checkpoints are written to a temporary folder ``.step_000042.tmp-PID``, every file and the
+folder are fsynced, the manifest is written last, and the folder is renamed into place (the
+parent folder fsynced too), so neither a crash nor a power cut leaves a checkpoint that
+claims to be complete. A checkpoint counts only when its manifest matches its files
+(:func:`verify_checkpoint`): :func:`latest_checkpoint` and :func:`load_checkpoint` skip a
+damaged one (a truncated state or adapter file, a missing manifest) with a warning and fall
+back to the newest good one. Temporary folders of processes that are gone are removed when
+the next checkpoint is saved. With the same weights, RNG states and data position, a
+resumed run on CPU reproduces the uninterrupted run's next step exactly.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +41,15 @@ import torch
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.grpo.policy import is_peft_model
 
-__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints", "capture_rng",
-           "restore_rng", "load_adapter_weights", "STATE_FILE"]
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints", "verify_checkpoint",
+           "remove_stale_temp_dirs", "capture_rng", "restore_rng", "load_adapter_weights", "STATE_FILE",
+           "MANIFEST_FILE"]
 
 STATE_FILE = "trainer_state.pt"
+MANIFEST_FILE = "manifest.json"
+_MANIFEST_FORMAT = "mtrl_gym.checkpoint/v1"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+_TMP_DIR = re.compile(r"^\.step_\d+\.tmp-(\d+)$")
 
 
 def capture_rng() -> dict[str, Any]:
@@ -56,7 +70,10 @@ def restore_rng(state: dict[str, Any]) -> None:
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """Complete checkpoints of a run, oldest first."""
+    """Checkpoint folders of a run (``checkpoints/step_*`` with a trainer state), oldest first.
+
+    They are not verified here; :func:`latest_checkpoint` returns the newest one that is.
+    """
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
@@ -65,10 +82,57 @@ def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint of a run, or None."""
-    found = list_checkpoints(run_dir)
-    return found[-1] if found else None
+def latest_checkpoint(run_dir: str | os.PathLike, *, warn: bool = True) -> Path | None:
+    """The newest checkpoint of a run that :func:`verify_checkpoint` accepts, or None.
+
+    Each damaged newer one is skipped with a warning naming its problem.
+    """
+    for path in reversed(list_checkpoints(run_dir)):
+        problem = verify_checkpoint(path)
+        if problem is None:
+            return path
+        if warn:
+            warnings.warn(f"checkpoint {path} is damaged ({problem}); falling back to an older one",
+                          RuntimeWarning, stacklevel=2)
+    return None
+
+
+def verify_checkpoint(path: str | os.PathLike, *, hashes: bool = True) -> str | None:
+    """None when the checkpoint's files match its manifest, else the problem in a few words."""
+    path = Path(path)
+    try:
+        manifest = json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"no {MANIFEST_FILE}: an interrupted save or a checkpoint of an older mtrl_gym"
+    except (OSError, ValueError) as e:
+        return f"unreadable {MANIFEST_FILE} ({type(e).__name__})"
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if manifest.get("format") != _MANIFEST_FORMAT or not isinstance(files, dict) or STATE_FILE not in files:
+        return f"{MANIFEST_FILE} is not a checkpoint manifest"
+    for rel, want in sorted(files.items()):
+        target = path / rel
+        try:
+            size = target.stat().st_size
+        except OSError:
+            return f"{rel} is missing"
+        if size != want.get("size"):
+            return f"{rel} has {size} bytes, the manifest says {want.get('size')}"
+        if hashes and _sha256(target) != want.get("sha256"):
+            return f"{rel} does not match its SHA-256 in the manifest"
+    return None
+
+
+def remove_stale_temp_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """Remove ``.step_*.tmp-PID`` folders left by processes that no longer run; returns them."""
+    root = Path(run_dir) / "checkpoints"
+    removed = []
+    if root.is_dir():
+        for p in root.iterdir():
+            m = _TMP_DIR.match(p.name)
+            if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
 
 
 def save_checkpoint(run_dir: str | os.PathLike, step: int, *, policy: Any, optimizer: torch.optim.Optimizer,
@@ -80,6 +144,7 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, *, policy: Any, optim
     """
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_dirs(run_dir)
     final = root / f"step_{step:06d}"
     tmp = root / f".step_{step:06d}.tmp-{os.getpid()}"
     if tmp.exists():
@@ -94,13 +159,67 @@ def save_checkpoint(run_dir: str | os.PathLike, step: int, *, policy: Any, optim
     torch.save({**state, "step": step, "optimizer": optimizer.state_dict()}, tmp / STATE_FILE)
     if config is not None:
         config.save(tmp / "config.yaml")
+    _write_manifest(tmp, step)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
+    _fsync_dir(root)
     if keep > 0:
         for old in list_checkpoints(run_dir)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _write_manifest(folder: Path, step: int) -> None:
+    """fsync every file and folder under ``folder``, then write and fsync the manifest."""
+    files = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            _fsync_file(p)
+            files[p.relative_to(folder).as_posix()] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+    for d in sorted({p.parent for p in folder.rglob("*")} | {folder}, key=lambda d: -len(d.parts)):
+        _fsync_dir(d)
+    manifest = folder / MANIFEST_FILE
+    manifest.write_text(json.dumps({"format": _MANIFEST_FORMAT, "step": step, "files": files}, indent=1) + "\n",
+                        encoding="utf-8")
+    _fsync_file(manifest)
+    _fsync_dir(folder)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory descriptors
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def load_adapter_weights(policy: Any, adapter_dir: str | os.PathLike) -> None:
@@ -122,12 +241,24 @@ def load_adapter_weights(policy: Any, adapter_dir: str | os.PathLike) -> None:
 def load_checkpoint(path: str | os.PathLike, *, policy: Any, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """Load weights and optimiser state of a checkpoint; returns the trainer state dict.
 
-    ``path`` is a checkpoint folder or a run folder (its latest checkpoint is used).
+    ``path`` is a checkpoint folder (it must pass :func:`verify_checkpoint`) or a run folder:
+    then its newest good checkpoint is used, damaged newer ones skipped with a warning.
     """
     path = Path(path)
-    if not (path / STATE_FILE).is_file():
+    if (path / STATE_FILE).is_file():
+        problem = verify_checkpoint(path)
+        if problem is not None:
+            fallback = latest_checkpoint(path.parent.parent, warn=False)
+            hint = f"; the newest good checkpoint is {fallback}" if fallback else ""
+            raise ConfigError(f"checkpoint {path} is damaged ({problem}){hint}; resume from the run folder "
+                              f"{path.parent.parent} to fall back automatically")
+    else:
         latest = latest_checkpoint(path)
         if latest is None:
+            found = list_checkpoints(path)
+            if found:
+                raise ConfigError(f"every checkpoint in {str(path)!r} is damaged (newest: {found[-1].name}: "
+                                  f"{verify_checkpoint(found[-1])}); start a new run")
             raise ConfigError(f"no checkpoint found in {str(path)!r}: give a run folder with checkpoints/step_* "
                               "or a checkpoint folder")
         path = latest

@@ -71,12 +71,18 @@ def _looks_structured(text: str) -> bool:
 def _parse_structured(name: str, text: str) -> Any:
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return _yaml().safe_load(text)
-    except Exception as e:  # noqa: BLE001 - any parse failure is the user's value
-        raise ConfigError(f"`{name}`: cannot parse {text!r} as JSON or YAML ({e})") from None
+    except json.JSONDecodeError as e:
+        why = f"{e.msg} at character {e.pos}"
+    except RecursionError:
+        why = "nested too deeply"
+    if len(text) <= 10_000:
+        try:
+            return _yaml().safe_load(text)
+        except Exception:  # noqa: BLE001 - any parse failure is the user's value
+            pass
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    raise ConfigError(f"`{name}`: cannot parse {shown!r} as JSON or YAML (JSON: {why}); write it as JSON, "
+                      f"e.g. '{{\"key\": 1}}'") from None
 
 
 def _to_bool(name: str, value: Any) -> bool:

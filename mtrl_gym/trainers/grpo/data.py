@@ -36,13 +36,14 @@ def load_task_splits(env: str, train_tasks: str | None, val_tasks: str | None, *
     from mtrl_gym.envs.profile import profile_of
 
     profile = profile_of(env)
+    check = profile.validate_task
     if profile.evaluation_only:
         raise ConfigError(f"{env} is for evaluation only (its tasks may not be used for training); "
                           "train on another env and evaluate on this one")
 
     def split(name: str, given: str | None, size: int) -> list[dict] | None:
         if given is not None:
-            rows = read_tasks(given, required=())
+            rows = read_tasks(given, required=(), validate=check)
             flagged = next((i for i, r in enumerate(rows, 1) if r.get("evaluation_only") is True), None)
             if flagged is not None and name == "train":
                 raise ConfigError(f"{given}: row {flagged} is marked evaluation_only (a benchmark's evaluation "

@@ -14,7 +14,7 @@ One step of :class:`GRPOTrainer` reads top to bottom in :meth:`GRPOTrainer.train
 
 :meth:`GRPOTrainer.train` runs steps until ``max_steps``/``max_epochs``, validates every
 ``val_every`` steps on held-out tasks, checkpoints every ``save_every`` steps, and on
-Ctrl-C checkpoints the last completed step (an interrupt during an update is held until
+Ctrl-C or SIGTERM checkpoints the last completed step (an interrupt during an update is held until
 the update is done). ``GRPOTrainer(config, resume=run_dir)`` continues a run exactly.
 
 >>> from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -28,7 +28,7 @@ import math
 import signal
 import threading
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,7 @@ class GRPOTrainer:
         self._start_tracking()
         progress = StepProgress(self.total_steps, self.step, c.progress)
         status = "FAILED"
+        restore_sigterm = _sigterm_as_interrupt()  # schedulers and `docker stop` send SIGTERM
         try:
             if c.val_every and self.step == 0 and self.last_val_step is None:
                 self.validate()
@@ -201,6 +202,7 @@ class GRPOTrainer:
             progress.write(self._save_after_interrupt())
             raise
         finally:
+            restore_sigterm()
             progress.close()
             summary = self._finish(status)
         return summary
@@ -323,13 +325,14 @@ class GRPOTrainer:
                 raise KeyboardInterrupt
             pending.append(signum)
 
-        previous = signal.signal(signal.SIGINT, handler)
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
         self._in_update = True
         try:
             yield
             self._in_update = False
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, old in previous.items():
+                signal.signal(sig, old)
         if pending:
             raise KeyboardInterrupt
 
@@ -371,6 +374,18 @@ class GRPOTrainer:
         if self.val_engine is not None:
             self.val_engine.close()
         self.sampler.close()
+
+
+def _sigterm_as_interrupt() -> Callable[[], None]:
+    """Make SIGTERM raise KeyboardInterrupt (a checkpoint and a summary, as Ctrl-C); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def _sample(trajectories: Sequence[Trajectory], group_size: int, n: int) -> list[Trajectory]:

@@ -1,0 +1,128 @@
+"""The check kit (mtrl_gym.testing.check_text_env, ``mtrl-gym check``) catches each broken toy env."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mtrl_gym.cli import main
+from mtrl_gym.registry import list_envs
+from mtrl_gym.testing import check_text_env
+
+HERE = str(Path(__file__).resolve().parent)
+
+
+@pytest.fixture(autouse=True)
+def toy_path(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")])))
+
+
+def _check(name, **kw):
+    return check_text_env(f"harden_toys/{name}-v0", imports=["harden_toy_envs"], corpus_size=4_000,
+                          secret=lambda env: env.unwrapped.secret, **kw)
+
+
+def _result(report, check):
+    return next(c for c in report.checks if c.name == check)
+
+
+def test_a_correct_env_passes_every_check():
+    report = _check("Toy")
+    assert report.ok, str(report)
+    assert [c.name for c in report.checks] == ["gymnasium", "corpus", "determinism", "leak"]
+
+
+@pytest.mark.parametrize("name, check, message", [
+    ("Leaky", "leak", r"the secret '.*-word' appears in info of step 1"),
+    ("HashOrder", "determinism", r"seed 0: step 1 differs in a fresh interpreter"),
+    ("SurrogateCrash", "corpus", r"surrogate/raw \(\d+ chars\) raised UnicodeEncodeError"),
+    ("NonJSONInfo", "corpus", r"info is not JSON \(TypeError: Object of type object"),
+])
+def test_each_broken_env_is_caught_with_a_readable_line(name, check, message):
+    report = _check(name)
+    result = _result(report, check)
+    assert not result.ok and not report.ok
+    if message:
+        import re
+
+        assert re.search(message, result.detail), result.detail
+    with pytest.raises(AssertionError, match=check):
+        report.raise_on_failure()
+
+
+def test_a_quadratic_env_is_caught_by_the_step_bound():
+    result = _result(check_text_env("harden_toys/Quadratic-v0", corpus_size=20_000, step_bound_s=0.05,
+                                    processes=False), "corpus")
+    assert not result.ok and "over the 50 ms bound" in result.detail
+
+
+def test_the_cli_prints_one_line_per_check_and_exits_1_on_a_failure(capsys):
+    assert main(["check", "harden_toys/Leaky-v0", "--import", "harden_toy_envs", "--corpus-size", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS  gymnasium" in out and "PASS  determinism" in out
+    assert main(["check", "harden_toys/SurrogateCrash-v0", "--import", "harden_toy_envs",
+                 "--corpus-size", "2000"]) == 1
+    assert "FAIL  corpus" in capsys.readouterr().out
+    assert main(["check", "mtrl/NoSuch-v0"]) == 2
+
+
+# What the agent must never see before the end, per env family (None: the answer is named in the
+# prompt by design, e.g. Weather's "which of Oslo, Bergen and Rome", or too short to search for).
+SECRETS = {"mtrl/Wordle-v0": lambda env: env.unwrapped._answer,
+           "mtrl/Wordle-Hard-v0": lambda env: env.unwrapped._answer,
+           "mtrl/Sandbox-Orders-v0": lambda env: env.unwrapped.task["answer"]["order_id"]}
+
+
+@pytest.mark.parametrize("env_id", list_envs())
+def test_every_registered_env_passes_the_kit(env_id):
+    report = check_text_env(env_id, corpus_size=5_000, secret=SECRETS.get(env_id))
+    report.raise_on_failure()
+    assert len(report.checks) == 3 + (env_id in SECRETS)
+
+
+# The three-line form a user writes (here on a correct toy env and on the trainer tests' toy env).
+test_toy_contract = __import__("mtrl_gym.testing", fromlist=["x"]).env_contract_tests(
+    "harden_toys/Toy-v0", secret=lambda env: env.unwrapped.secret, imports=["harden_toy_envs"], corpus_size=3_000)
+
+
+def test_a_users_three_line_test_file_runs_under_the_plugin(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "test_user_env.py").write_text(
+        "from mtrl_gym.testing import env_contract_tests\n"
+        "test_shop = env_contract_tests('mtrl/Sandbox-Shop-v0', corpus_size=2_000)\n"
+        "def test_fixture(check_text_env):\n"
+        "    assert check_text_env('mtrl/Sandbox-Shop-v0', corpus_size=1_000, processes=False).ok\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "mtrl_gym.testing.pytest_plugin",
+                           "-p", "no:cacheprovider", str(tmp_path / "test_user_env.py")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0 and "4 passed" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_suites_toy_env_passes_the_kit(monkeypatch):
+    import gymnasium
+
+    tests_dir = str(Path(HERE).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests_dir, os.environ["PYTHONPATH"]]))
+    if "harden_toys/Vowel-v0" not in gymnasium.registry:
+        gymnasium.register("harden_toys/Vowel-v0", entry_point="toy_envs:VowelEnv", disable_env_checker=True)
+    code = ("import gymnasium; gymnasium.register('harden_toys/Vowel-v0', entry_point='toy_envs:VowelEnv', "
+            "disable_env_checker=True)")
+    module = Path(HERE) / "harden_vowel_registration.py"
+    assert module.read_text() == code + "\n"
+    check_text_env("harden_toys/Vowel-v0", corpus_size=5_000, imports=["harden_vowel_registration"]).raise_on_failure()
+
+
+def test_the_stateful_machine_catches_a_broken_env():
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from mtrl_gym.testing import episode_machine
+
+    with pytest.raises((UnicodeEncodeError, TypeError)):
+        run_state_machine_as_test(episode_machine("harden_toys/SurrogateCrash-v0"), settings=settings(
+            max_examples=60, stateful_step_count=8, deadline=None, database=None,
+            suppress_health_check=list(HealthCheck)))
