@@ -193,6 +193,11 @@ class PolicyServer:
         self.port = int(self._server.servers[0].sockets[0].getsockname()[1])
         return self
 
+    def wait(self) -> None:
+        """Block until the server stops (a Ctrl-C raises ``KeyboardInterrupt`` here)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.should_exit = True

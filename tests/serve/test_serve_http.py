@@ -149,3 +149,21 @@ def test_completions_endpoint_serves_the_openai_sampler_token_exactly(server, ti
     remote = OpenAISampler(server.url, model=kit.MODEL).sample([SampleRequest(prompt, params)])[0]
     assert remote.token_ids == direct.token_ids and remote.finish_reason == direct.finish_reason
     assert remote.logprobs == pytest.approx(direct.logprobs, abs=1e-5)
+
+
+def test_cli_serve_builds_the_sampler_and_rejects_bad_options(tmp_path, chatml_tokenizer):
+    from tiny_models import build_tiny_llama
+
+    from mtrl_gym.cli import build_parser
+    from mtrl_gym.cli.serve import build_sampler
+    from mtrl_gym.error import ConfigError
+
+    model_dir = tmp_path / "tiny"
+    build_tiny_llama(len(chatml_tokenizer)).save_pretrained(model_dir)
+    chatml_tokenizer.save_pretrained(model_dir)
+    args = build_parser().parse_args(["serve", "--model", str(model_dir), "--port", "0"])
+    sampler, tokenizer = build_sampler(args)
+    assert sampler.name == "hf" and tokenizer.chat_template
+    bad = build_parser().parse_args(["serve", "--model", str(model_dir), "--sampler-kwargs", "[1]"])
+    with pytest.raises(ConfigError, match="--sampler-kwargs must be a JSON object"):
+        build_sampler(bad)
