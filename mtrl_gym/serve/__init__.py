@@ -20,8 +20,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["PolicyService", "ServeConfig", "PolicyServer", "create_app", "report_reward", "report_failure",
-           "rollout_handler", "task_payload", "session_parts", "reward_of"]
+__all__ = [
+    "PolicyServer",
+    "PolicyService",
+    "ServeConfig",
+    "create_app",
+    "report_failure",
+    "report_reward",
+    "reward_of",
+    "rollout_handler",
+    "session_parts",
+    "task_payload",
+]
 
 _WHERE = {"PolicyService": "service", "ServeConfig": "service", "PolicyServer": "app", "create_app": "app",
           "report_reward": "reward", "report_failure": "reward", "rollout_handler": "reward",

@@ -26,13 +26,12 @@ import asyncio
 import json
 import threading
 import time
-from typing import Any
 
 from mtrl_gym.error import DependencyNotInstalled, Error
 from mtrl_gym.serve.protocol import ApiError, parse_json_body, stream_chunks
 from mtrl_gym.serve.service import PolicyService
 
-__all__ = ["create_app", "PolicyServer"]
+__all__ = ["PolicyServer", "create_app"]
 
 
 def _fastapi():
@@ -210,8 +209,8 @@ class PolicyServer:
         self.stop()
         self.service.close()
 
-    def __enter__(self) -> "PolicyServer":
+    def __enter__(self):
         return self.start() if self._server is None else self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -32,8 +32,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ApiError", "ChatRequest", "CompletionRequest", "parse_chat_request", "parse_completion_request",
-           "parse_json_body", "message_text", "ROLES", "TOOL_CHOICES"]
+__all__ = [
+    "ROLES",
+    "TOOL_CHOICES",
+    "ApiError",
+    "ChatRequest",
+    "CompletionRequest",
+    "message_text",
+    "parse_chat_request",
+    "parse_completion_request",
+    "parse_json_body",
+]
 
 #: Message roles a chat request may use (``developer`` is read as ``system``).
 ROLES = ("system", "developer", "user", "assistant", "tool")

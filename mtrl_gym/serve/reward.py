@@ -27,7 +27,7 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError, Error
 
-__all__ = ["task_payload", "session_parts", "report_reward", "report_failure", "rollout_handler", "reward_of"]
+__all__ = ["report_failure", "report_reward", "reward_of", "rollout_handler", "session_parts", "task_payload"]
 
 
 def task_payload(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -35,12 +35,23 @@ import numpy as np
 from mtrl_gym.error import ConfigError
 from mtrl_gym.serve import protocol
 from mtrl_gym.serve.protocol import ApiError, ChatRequest, CompletionRequest
-from mtrl_gym.serve.sessions import ChatCapture, PreparedTurn, Segment, Session, assistant_reply
+from mtrl_gym.serve.sessions import (
+    ChatCapture,
+    PreparedTurn,
+    Segment,
+    Session,
+    assistant_reply,
+)
 from mtrl_gym.serve.worker import SamplerWorker
 from mtrl_gym.trainers.chat import ChatRenderer
-from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
+from mtrl_gym.trainers.samplers.base import (
+    Sampler,
+    SampleRequest,
+    SampleResult,
+    SamplingParams,
+)
 
-__all__ = ["ServeConfig", "PolicyService", "Pending"]
+__all__ = ["Pending", "PolicyService", "ServeConfig"]
 
 _SESSION_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 

@@ -36,7 +36,7 @@ from mtrl_gym.serve.protocol import ApiError
 from mtrl_gym.trainers.chat import ChatRenderer, render_tools
 from mtrl_gym.trainers.trajectory import Trajectory, json_safe
 
-__all__ = ["Segment", "Session", "ChatCapture", "PreparedTurn", "assistant_reply", "message_key"]
+__all__ = ["ChatCapture", "PreparedTurn", "Segment", "Session", "assistant_reply", "message_key"]
 
 SESSION_STATES = ("open", "closed")
 

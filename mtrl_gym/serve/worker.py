@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 
 from mtrl_gym.serve.protocol import ApiError
-from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler
+from mtrl_gym.trainers.samplers.base import Sampler, SampleRequest, SampleResult
 
 __all__ = ["SamplerWorker"]
 

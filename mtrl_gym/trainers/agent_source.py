@@ -50,8 +50,15 @@ from mtrl_gym.trainers.rollout_metrics import episode_metrics
 from mtrl_gym.trainers.samplers.base import Sampler, SamplingParams
 from mtrl_gym.trainers.trajectory import Trajectory
 
-__all__ = ["AgentRolloutSource", "AgentSourceConfig", "load_agent", "agent_row", "make_agent_source",
-           "AGENT_SEGMENTS", "DEFAULT_AGENT_TIME_BUDGET_S"]
+__all__ = [
+    "AGENT_SEGMENTS",
+    "DEFAULT_AGENT_TIME_BUDGET_S",
+    "AgentRolloutSource",
+    "AgentSourceConfig",
+    "agent_row",
+    "load_agent",
+    "make_agent_source",
+]
 
 #: Time budget of an agent episode when ``episode_time_budget_s`` is not set.
 DEFAULT_AGENT_TIME_BUDGET_S = 600.0

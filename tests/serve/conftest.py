@@ -13,9 +13,9 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 openai = pytest.importorskip("openai")
 
-from mtrl_gym.messages import env_reply_messages  # noqa: E402
-from mtrl_gym.serve import PolicyServer, PolicyService  # noqa: E402
-from mtrl_gym.trainers.samplers.base import SampleResult, Sampler  # noqa: E402
+from mtrl_gym.messages import env_reply_messages
+from mtrl_gym.serve import PolicyServer, PolicyService
+from mtrl_gym.trainers.samplers.base import Sampler, SampleResult
 
 MODEL = "tiny"
 

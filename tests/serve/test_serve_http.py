@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from mtrl_gym.serve import reward as agent_side  # noqa: E402
-from mtrl_gym.trainers.samplers.base import SampleRequest, SamplingParams  # noqa: E402
-from mtrl_gym.trainers.samplers.hf import HFSampler  # noqa: E402
-from mtrl_gym.trainers.samplers.openai import OpenAISampler  # noqa: E402
+from mtrl_gym.serve import reward as agent_side
+from mtrl_gym.trainers.samplers.base import SampleRequest, SamplingParams
+from mtrl_gym.trainers.samplers.hf import HFSampler
+from mtrl_gym.trainers.samplers.openai import OpenAISampler
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 pytest.importorskip("fastapi")
-from toy_envs import VowelEnv  # noqa: E402
+from toy_envs import VowelEnv
 
-import mtrl_gym  # noqa: E402,F401
-from mtrl_gym.trainers.rollout import collect  # noqa: E402
-from mtrl_gym.trainers.samplers.base import SamplingParams  # noqa: E402
-from mtrl_gym.trainers.samplers.hf import HFSampler  # noqa: E402
+import mtrl_gym  # noqa: F401
+from mtrl_gym.trainers.rollout import collect
+from mtrl_gym.trainers.samplers.base import SamplingParams
+from mtrl_gym.trainers.samplers.hf import HFSampler
 
 REPLIES = ['<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>',
            'Next: <tool_call>{"name": "guess_word", "arguments": {"guess": "slate"}}</tool_call>',

@@ -14,14 +14,19 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("fastapi")
 pytest.importorskip("peft")
 
-from tiny_models import build_tiny_llama  # noqa: E402
-from toy_envs import VowelEnv  # noqa: E402
+from tiny_models import build_tiny_llama
+from toy_envs import VowelEnv
 
-from mtrl_gym.trainers.agent_source import AgentRolloutSource, AgentSourceConfig, agent_row, load_agent  # noqa: E402
-from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
-from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
-from mtrl_gym.trainers.samplers.base import SamplingParams  # noqa: E402
-from mtrl_gym.trainers.samplers.hf import HFSampler  # noqa: E402
+from mtrl_gym.trainers.agent_source import (
+    AgentRolloutSource,
+    AgentSourceConfig,
+    agent_row,
+    load_agent,
+)
+from mtrl_gym.trainers.grpo.config import GRPOConfig
+from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
+from mtrl_gym.trainers.samplers.base import SamplingParams
+from mtrl_gym.trainers.samplers.hf import HFSampler
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -106,9 +111,10 @@ def test_rows_reach_the_agent_in_the_service_shape_and_secrets_stay_out_of_the_p
 
 
 def _config(tmp_path, **overrides) -> GRPOConfig:
-    values = dict(output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=4, max_steps=2,
-                  max_new_tokens=6, max_episode_tokens=512, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
-                  tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=2, seed=0)
+    values = {"output_dir": str(tmp_path / "run"), "global_batch_size": 2, "group_size": 4, "max_steps": 2,
+              "max_new_tokens": 6, "max_episode_tokens": 512, "lora_rank": 4, "lora_alpha": 8.0,
+              "learning_rate": 5e-2, "tracker": "none", "progress": False, "val_every": 0, "save_every": 0,
+              "log_trajectories": 2, "seed": 0}
     values.update(overrides)
     return GRPOConfig(**values)
 
