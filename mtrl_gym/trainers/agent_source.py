@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -356,6 +357,13 @@ def make_agent_source(config: Any, sampler: Sampler, tokenizer, *, validation: b
     from mtrl_gym import registry
     from mtrl_gym.trainers.grpo.factory import rollout_config
 
+    if config.assistant_prefix:
+        raise ConfigError("`assistant_prefix` cannot be used with `agent`: the agent writes its own turns (drop "
+                          "the prefill, or a preset that sets it such as 'cpu')")
+    ignored = [name for name in ("env_wrappers", "val_env_wrappers", "max_turns") if getattr(config, name)]
+    if ignored and not validation:
+        warnings.warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used with `agent`: the "
+                      "agent runs its own env, turns and reward", stacklevel=3)
     rc = rollout_config(config, validation=validation)
     source = env if env is not None else config.env
     if callable(source):

@@ -165,3 +165,12 @@ def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokeni
     answers = {r["id"]: r["answer"] for r in wordle_split(train=8, val=2, seed=42)[0]}
     context = chatml_tokenizer.decode(masked)
     assert "Wordle" in context and answers[traj["task_id"]] not in context.lower()  # the secret stayed agent-side
+
+
+def test_a_format_prefill_is_refused_with_an_agent(tmp_path, agents_file, chatml_tokenizer):
+    config = _config(tmp_path, agent=f"{agents_file}:vowels", assistant_prefix="<tool_call>")
+    with pytest.raises(Exception, match="`assistant_prefix` cannot be used with `agent`"):
+        GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer)), tokenizer=chatml_tokenizer, env=VowelEnv,
+                    train_tasks=[{"id": "a"}], val_tasks=[])
+    with pytest.raises(Exception, match="`agent` must be 'pkg.module:function'"):
+        _config(tmp_path, agent="just_a_name")
