@@ -22,6 +22,7 @@ import gymnasium
 from openai import OpenAI
 from strands import Agent, tool
 from strands.models.openai import OpenAIModel
+from strands.types.exceptions import MaxTokensReachedException
 
 import mtrl_gym  # noqa: F401 - registers mtrl/Wordle-v0
 from mtrl_gym.serve import task_payload
@@ -58,7 +59,10 @@ def run(task_row: dict, base_url: str) -> float:
     model = OpenAIModel(client_args={"base_url": base_url, "api_key": "not-needed", "max_retries": 0},
                         model_id=model_id)
     agent = Agent(model=model, tools=[guess_word], system_prompt=info["system_prompt"], callback_handler=None)
-    agent(obs)
+    try:
+        agent(obs)
+    except MaxTokensReachedException:
+        pass  # a turn hit max_tokens (Strands raises on finish_reason "length"): the game simply goes unfinished
     low = env.unwrapped.reward_range[0]
     env.close()
     return game["reward"] if game["over"] else float(low)
