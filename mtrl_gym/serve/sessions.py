@@ -76,7 +76,10 @@ class Segment:
     def append(self, ids: Sequence[int], *, sampled: bool, logprobs: Sequence[float] = ()) -> None:
         self.token_ids.extend(ids)
         self.loss_mask.extend([1 if sampled else 0] * len(ids))
-        self.logprobs.extend(float(x) for x in logprobs) if sampled else self.logprobs.extend([0.0] * len(ids))
+        if sampled:
+            self.logprobs.extend(float(x) for x in logprobs)
+        else:
+            self.logprobs.extend([0.0] * len(ids))
 
 
 @dataclass
