@@ -62,8 +62,9 @@ def agent(url: str, model_id: str, task: dict, seed: int, seeds: list[int], max_
     env = gymnasium.make("mtrl/Wordle-v0")
     obs, info = env.reset(seed=seed, options={"task": task})
     messages = [{"role": "system", "content": info["system_prompt"]}, {"role": "user", "content": obs}]
+    tools = info["tools"]  # schemas come with reset, not with every step
     for turn_seed in seeds:
-        msg = client.chat.completions.create(model=model_id, messages=messages, tools=info["tools"],
+        msg = client.chat.completions.create(model=model_id, messages=messages, tools=tools,
                                              max_tokens=max_tokens, seed=turn_seed).choices[0].message
         messages.append(msg.model_dump(exclude_none=True))
         calls = msg.tool_calls or []
@@ -111,8 +112,8 @@ def main() -> None:
     model, tok = models.load(args.model, device="cpu")
     tasks = wordle_split(train=1, val=args.agents, seed=42)[1]
     params = SamplingParams(temperature=1.0, max_new_tokens=args.max_new_tokens)
-    engine_run(model, tok, tasks[:2], params, 1, 1)  # warm-ups, not timed
-    server_run(model, tok, tasks[:2], params, 1, 1)
+    engine_run(model, tok, tasks[:2], params, 2, 1)  # warm-ups, not timed
+    server_run(model, tok, tasks[:2], params, 2, 1)
     eng, srv, batch = [], [], []
     for r in range(args.rounds):
         n, s = engine_run(model, tok, tasks, params, args.turns, 100 + r)

@@ -174,3 +174,40 @@ def test_a_format_prefill_is_refused_with_an_agent(tmp_path, agents_file, chatml
                     train_tasks=[{"id": "a"}], val_tasks=[])
     with pytest.raises(Exception, match="`agent` must be 'pkg.module:function'"):
         _config(tmp_path, agent="just_a_name")
+
+
+def test_an_http_agent_endpoint_gets_the_row_and_its_session_url(tiny_model, chatml_tokenizer):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from openai import OpenAI
+
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
+            c = OpenAI(base_url=body["base_url"], api_key="x", max_retries=0)
+            c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+            out = json.dumps({"reward": 0.5 if body["task"]["prompt"].find("t0") >= 0 else 0.0}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        config = AgentSourceConfig(group_size=2, sampling=SamplingParams(max_new_tokens=4), model_name="tiny")
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/rollout"
+        with AgentRolloutSource(url, HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer, config) as source:
+            trajs = source.collect([{"id": "t0", "answer": "x"}, {"id": "t1", "answer": "y"}], seed=0)
+    finally:
+        httpd.shutdown()
+    assert [t.reward for t in trajs] == [0.5, 0.5, 0.0, 0.0] and not any(t.failed for t in trajs)
+    assert sorted(b["session_id"] for b in seen) == sorted(b["base_url"].split("/")[-2] for b in seen)
+    assert json.loads(seen[0]["task"]["prompt"])["answer"] in ("x", "y")
