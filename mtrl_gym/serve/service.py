@@ -72,8 +72,9 @@ class ServeConfig:
     serves what the request asks."""
     seed: int = 0
     """Base of the seeds of requests that set none."""
-    gather_s: float = 0.02
-    """Longest wait for other sessions' requests before sampling a batch."""
+    gather_s: float = 0.05
+    """Longest gap between other sessions' arriving requests the batcher waits for before
+    sampling (never more than ``10 * gather_s`` in all)."""
     max_batch_size: int | None = None
     """Most requests per sampler call; ``None``: every waiting request."""
     max_open_sessions: int = 4096

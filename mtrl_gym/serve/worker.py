@@ -5,9 +5,10 @@ pass; vLLM schedules a batch). HTTP handlers therefore never call the sampler: t
 :meth:`SamplerWorker.submit` a :class:`~mtrl_gym.trainers.samplers.base.SampleRequest`
 and await its future. The worker takes the first waiting request, then gathers more
 until every *live* session (as counted by the ``live`` callable: sessions that are open
-and have not yet reported a reward) has one waiting, or ``gather_s`` seconds have passed,
-and samples them in one call. With 8 agents in lock-step, every decoding step samples 8
-rows, as the in-process rollout engine does.
+and have not yet reported a reward) has one waiting, or no new request came for
+``gather_s`` seconds (at most ``10 * gather_s`` in all), and samples them in one call.
+With 8 agents in lock-step, every decoding step samples 8 rows, as the in-process rollout
+engine does.
 
 ``end_session`` calls are queued too, so a sampler's per-session KV cache is only touched
 from the worker thread. :meth:`pause` stops new work (the trainer updates the weights
@@ -33,11 +34,12 @@ class SamplerWorker:
     Args:
         sampler: any :class:`~mtrl_gym.trainers.samplers.base.Sampler`.
         live: returns how many sessions may send a request soon (the batch target).
-        gather_s: longest wait for more requests after the first one arrives.
+        gather_s: longest gap between arriving requests the worker waits for (the wait
+            for a batch never exceeds ``10 * gather_s``).
         max_batch_size: most requests per sampler call (``None``: all waiting).
     """
 
-    def __init__(self, sampler: Sampler, *, live: Callable[[], int] = lambda: 1, gather_s: float = 0.02,
+    def __init__(self, sampler: Sampler, *, live: Callable[[], int] = lambda: 1, gather_s: float = 0.05,
                  max_batch_size: int | None = None):
         self.sampler = sampler
         self.live = live
@@ -111,9 +113,15 @@ class SamplerWorker:
             self._flush_ends()
             if not self._queue:
                 return []
-            deadline = time.monotonic() + self.gather_s
+            # Wait while more requests are expected and they keep arriving: until no new one
+            # came for `gather_s`, and never longer than 10 x `gather_s` in all.
+            start = last = time.monotonic()
+            count = len(self._queue)
             while not self._stopped and len(self._queue) < max(self.live(), 1):
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                if len(self._queue) > count:
+                    count, last = len(self._queue), now
+                left = min(last + self.gather_s, start + 10 * self.gather_s) - now
                 if left <= 0:
                     break
                 self._cond.wait(left)
