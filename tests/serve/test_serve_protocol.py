@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mtrl_gym.serve.protocol import ApiError, parse_chat_request, parse_completion_request, parse_json_body
+from mtrl_gym.serve.protocol import (
+    ApiError,
+    parse_chat_request,
+    parse_completion_request,
+    parse_json_body,
+)
 from mtrl_gym.serve.sessions import assistant_reply, message_key
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
@@ -53,7 +58,7 @@ def test_any_model_text_becomes_a_reply_whose_key_matches_what_a_client_sends_ba
 
 
 def test_tool_calls_are_parsed_out_of_the_text():
-    message, key, calls = assistant_reply(
+    message, _, calls = assistant_reply(
         'Let me try. <tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>', TOOLS, "auto",
         "call_2_")
     assert calls == 1 and message["content"] == "Let me try."

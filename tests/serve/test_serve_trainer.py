@@ -185,7 +185,7 @@ def test_an_http_agent_endpoint_gets_the_row_and_its_session_url(tiny_model, cha
     seen = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
+        def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append(body)
             c = OpenAI(base_url=body["base_url"], api_key="x", max_retries=0)
