@@ -62,6 +62,11 @@ def rules_for(module: str) -> list[tuple[str, tuple[str, ...]]]:
                     ("mtrl_gym.trainers", "mtrl_gym.evaluation", "mtrl_gym.eval")))
     if layer == "trainers":
         out.append(("trainers import no evaluation", ("mtrl_gym.evaluation", "mtrl_gym.eval")))
+    if layer == "serve":
+        out.append(("serve imports no trainers or evaluation",
+                    ("mtrl_gym.trainers", "mtrl_gym.evaluation", "mtrl_gym.eval")))
+    if layer == "adapters":
+        out.append(("adapters import no trainers", ("mtrl_gym.trainers",)))
     if layer not in ("envs",) and module not in ENV_SPECIFIC_WRAPPERS:
         out.append(("only envs (and env-specific wrappers) import a particular env family",
                     tuple(f"mtrl_gym.{f}" for f in FAMILIES)))
@@ -135,6 +140,8 @@ def test_the_package_keeps_its_layers():
     ("rollout/engine.py", "from mtrl_gym.trainers.grpo import GRPOTrainer\n", "rollout imports no trainers"),
     ("trainers/grpo/metrics.py", "from mtrl_gym.evaluation.summary import x\n", "trainers import no evaluation"),
     ("evaluation/runner.py", "from mtrl_gym.cli import main\n", "nothing but cli imports cli"),
+    ("serve/app.py", "from mtrl_gym.trainers.grpo.config import GRPOConfig\n", "serve imports no trainers"),
+    ("adapters/trl.py", "from mtrl_gym.trainers.grpo import losses\n", "adapters import no trainers"),
     ("evaluation/policies.py", "def f(env_id):\n    return env_id.startswith('mtrl/Wordle')\n", "branches on"),
     ("trainers/grpo/data.py", "from ..grpo import x\nfrom ...envs.sop import base\n", "particular env family"),
 ])

@@ -41,13 +41,14 @@ from mtrl_gym.trainers.grpo.config_io import (_yaml, coerce, parse_override, pre
 
 __all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
            "parse_override", "SAMPLERS", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
-           "TRACKERS"]
+           "TRACKERS", "AGENT_SEGMENTS"]
 
 SAMPLERS = ("hf", "vllm", "openai")
 PACKING_MODES = ("auto", "shared_prefix", "padding_free", "sorted")
 OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
 LR_SCHEDULES = ("constant", "cosine", "linear")
 TRACKERS = ("mlflow", "none")
+AGENT_SEGMENTS = ("last", "drop")
 _DTYPES = ("float32", "bfloat16", "float16")
 AUTOCAST_DTYPES = ("auto", "bfloat16", "float16")
 
@@ -107,6 +108,16 @@ class GRPOConfig:
     assistant_prefix: str = ""
     """Text every assistant turn starts with, written before sampling (a format prefill); its
     tokens are context, not trained. Evaluate with the same prefix (``eval --assistant-prefix``)."""
+    agent: str | None = None
+    """Train your own agent instead of the built-in loop: ``pkg.module:function``,
+    ``path/to/agent.py:function`` (called as ``run(task_row, base_url) -> reward``) or an
+    ``http(s)://`` endpoint that receives ``{"task", "base_url", "session_id"}``. Each episode
+    gets its own OpenAI-compatible session URL on a local policy server; failures and
+    episodes past ``episode_time_budget_s`` (default 600 s here) get the env's minimum
+    reward. See docs/agents.md."""
+    agent_segments: str = "last"
+    """Sessions whose history the agent rewrote (a new token segment): ``last`` trains on
+    the last segment, ``drop`` keeps the reward in the group baseline but trains none of it."""
 
     # ------------------------------------------------------------------ model
     model: str = "smollm2-135m"
@@ -274,6 +285,10 @@ class GRPOConfig:
         _positive_or_none(self, "episode_time_budget_s")
         _one_of(self, "reply_mode", ("auto", "tool", "user"))
         unfinished_reward_value(self.unfinished_reward)
+        _one_of(self, "agent_segments", AGENT_SEGMENTS)
+        if self.agent is not None and (not isinstance(self.agent, str) or ":" not in self.agent):
+            raise ConfigError(f"`agent` must be 'pkg.module:function', 'agent.py:function' or an http(s) URL, "
+                              f"got {self.agent!r}")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         if any(not isinstance(x, str) or not x for x in self.stop):

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.trainers.agent_source import make_agent_source
 from mtrl_gym.trainers.grpo import checkpoint as ckpt
 from mtrl_gym.trainers.grpo.batching import resolve_packing
 from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -116,8 +117,9 @@ class GRPOTrainer:
         self.sampler = sampler if sampler is not None else make_sampler(
             config.sampler, policy=self.policy, tokenizer=tokenizer, model_name=config.model, seed=config.seed,
             **config.sampler_kwargs)
-        self.train_engine = make_rollout_engine(config, self.sampler, tokenizer, env=env)
-        self.val_engine = make_rollout_engine(config, self.sampler, tokenizer, validation=True, env=env) \
+        source = make_agent_source if config.agent else make_rollout_engine  # your own agent, or ours
+        self.train_engine = source(config, self.sampler, tokenizer, env=env)
+        self.val_engine = source(config, self.sampler, tokenizer, validation=True, env=env) \
             if config.val_every and self.val_tasks != [] else None
         self.settings = self._update_settings()
         self._reference = reference_logprobs_fn(self.policy, config.full_finetune) if config.kl_coef > 0 else None

@@ -1,0 +1,54 @@
+"""The Strands example against a real server: a fast check on a tiny model with scripted
+tool calls, and (slow) two GRPO steps of the example on the embedded SmolLM2."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("strands")
+pytest.importorskip("fastapi")
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_strands.py"
+REPLIES = ['<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>',
+           'Hmm. <tool_call>{"name": "guess_word", "arguments": {"guess": "slate"}}</tool_call>',
+           '<tool_call>{"name": "guess_word", "arguments": {"guess": "paste"}}</tool_call>']
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("agent_strands_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_strands_agent_history_extends_its_session_token_exactly(serve, kit, tiny_model, chatml_tokenizer):
+    server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES), chatml_tokenizer)
+    sid = server.service.create_session("strands").id
+    reward = _example().run({"prompt": json.dumps({"answer": "paste", "id": "t"})}, server.session_url(sid))
+    assert reward == pytest.approx(1.35)  # solved on guess 3 (1.55 - 0.1 per extra guess)
+    session = server.service.get_session(sid)
+    assert session.retokenized == 0 and session.requests == 3
+    seg = session.segments[0]
+    assert seg.tool_calls == 3
+    assert [chatml_tokenizer.decode(seg.token_ids[a:b - 1]) for a, b in seg.turn_spans] == REPLIES
+    tool_turns = [m for m in seg.messages if m["role"] == "tool"]
+    assert len(tool_turns) == 2 and tool_turns[0]["name"] == "guess_word"
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_of_the_strands_example_on_smollm2(tmp_path):
+    from mtrl_gym.cli import main
+
+    argv = ["train", "--agent", f"{EXAMPLE}:run", "--model", "smollm2-135m", "--output-dir", str(tmp_path / "run"),
+            "--max-steps", "2", "--global-batch-size", "1", "--group-size", "2", "--max-new-tokens", "32",
+            "--lora-rank", "4", "--tracker", "none", "--val-every", "0", "--save-every", "0", "--no-progress",
+            "--train-size", "4", "--val-size", "1", "--episode-time-budget-s", "600"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["rollout/episodes"] == 2 and r["rollout/failure_rate"] == 0 for r in rows)
+    assert all(r["rollout/tokens_sampled"] > 0 for r in rows)

@@ -1,0 +1,125 @@
+"""Token-exactness over real HTTP: what the server records equals what the rollout engine
+records for the same conversation, sampler and seeds."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+from toy_envs import VowelEnv
+
+import mtrl_gym  # noqa: F401
+from mtrl_gym.rollout.engine import collect
+from mtrl_gym.rollout.samplers.base import SamplingParams
+from mtrl_gym.rollout.samplers.hf import HFSampler
+
+REPLIES = ['<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>',
+           'Next: <tool_call>{"name": "guess_word", "arguments": {"guess": "slate"}}</tool_call>',
+           '<tool_call>{"name": "guess_word", "arguments": {"guess": "paste"}}</tool_call>']
+TASK = {"answer": "paste", "id": "t0"}
+
+
+def _upto_last_turn(traj):
+    """The engine's record up to its last sampled token: the server never sees the env's
+    final reply (the agent does not send another request), which carries no loss."""
+    end = traj.turn_spans[-1][1]
+    return traj.token_ids[:end], traj.loss_mask[:end], traj.logprobs[:end]
+
+
+def _segment(server, sid):
+    session = server.service.get_session(sid)
+    assert session.retokenized == 0
+    return session.segments[0]
+
+
+def test_multi_turn_tool_calls_match_the_rollout_engine(serve, kit, tiny_model, chatml_tokenizer):
+    engine = collect("mtrl/Wordle-v0", [TASK], kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES),
+                     chatml_tokenizer, seed=5, sampling=SamplingParams(max_new_tokens=64))[0]
+    assert engine.terminated and engine.num_turns == 3 and not engine.failed
+
+    server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES), chatml_tokenizer)
+    sid = server.service.create_session("wordle-0").id
+    reward = kit.play(server.session_url(sid), gymnasium.make("mtrl/Wordle-v0"), seed=5, task=TASK)
+    seg = _segment(server, sid)
+    assert reward == pytest.approx(engine.reward)
+    ids, mask, logprobs = _upto_last_turn(engine)
+    assert seg.token_ids == ids
+    assert seg.loss_mask == mask
+    assert seg.logprobs == logprobs  # same prompts -> the very same floats
+    assert seg.turn_spans == engine.turn_spans and seg.prompt_length == engine.prompt_length
+    assert [m["content"] for m in seg.messages] == [m["content"] for m in engine.messages][:len(seg.messages)]
+    assert seg.tool_calls == 3
+
+
+def test_sampled_tokens_match_the_engine_with_the_same_sampler_and_seeds(serve, kit, tiny_model, chatml_tokenizer):
+    task = {"id": "v", "turns": 3}
+    params = SamplingParams(temperature=1.0, max_new_tokens=12)
+    engine = collect(VowelEnv, [task], HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer, seed=11,
+                     sampling=params)[0]
+    seeds = [int(np.random.SeedSequence([11, 0, 0, t]).generate_state(1)[0]) for t in range(3)]
+
+    server = serve(HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer)
+    sid = server.service.create_session().id
+    kit.play(server.session_url(sid), VowelEnv(), seed=11, task=task, seeds=seeds, max_tokens=12)
+    seg = _segment(server, sid)
+    ids, mask, logprobs = _upto_last_turn(engine)
+    assert seg.token_ids == ids
+    assert seg.loss_mask == mask
+    np.testing.assert_allclose(seg.logprobs, logprobs, atol=1e-5)
+    assert seg.cached_tokens > 0  # later turns re-used the session's KV cache
+
+
+def test_response_token_ids_are_the_recorded_sampled_ids(serve, kit, tiny_model, chatml_tokenizer):
+    server = serve(HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer)
+    sid = server.service.create_session().id
+    c = kit.client(server.session_url(sid))
+    messages = [{"role": "user", "content": "hello"}]
+    sampled = []
+    for _ in range(3):
+        r = c.chat.completions.create(model=kit.MODEL, messages=messages, max_tokens=8, logprobs=True,
+                                      extra_body={"return_token_ids": True})
+        choice = r.choices[0]
+        sampled.append((choice.model_extra["token_ids"], [x.logprob for x in choice.logprobs.content]))
+        assert r.usage.completion_tokens == len(choice.model_extra["token_ids"])
+        messages += [choice.message.model_dump(exclude_none=True), {"role": "user", "content": "more"}]
+    seg = _segment(server, sid)
+    assert [seg.token_ids[a:b] for a, b in seg.turn_spans] == [ids for ids, _ in sampled]
+    assert [seg.logprobs[a:b] for a, b in seg.turn_spans] == [lps for _, lps in sampled]
+    assert sum(seg.loss_mask) == sum(len(ids) for ids, _ in sampled)
+    assert r.usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_streamed_turns_record_the_same_tokens(serve, kit, tiny_model, chatml_tokenizer):
+    server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES), chatml_tokenizer)
+    sid = server.service.create_session().id
+    c = kit.client(server.session_url(sid))
+    env = gymnasium.make("mtrl/Wordle-v0")
+    obs, info = env.reset(seed=5, options={"task": TASK})
+    stream = c.chat.completions.create(model=kit.MODEL, stream=True, stream_options={"include_usage": True},
+                                       tools=info["tools"], messages=[{"role": "system", "content": info["system_prompt"]},
+                                                                      {"role": "user", "content": obs}])
+    chunks = list(stream)
+    calls = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+    assert [(tc.function.name, tc.function.arguments) for tc in calls] == [("guess_word", '{"guess": "crane"}')]
+    assert chunks[-2].choices[0].finish_reason == "tool_calls"
+    start, end = _segment(server, sid).turn_spans[0]
+    assert chunks[-1].usage.completion_tokens == end - start
+
+
+def test_rewritten_history_starts_a_new_segment(serve, kit, tiny_model, chatml_tokenizer):
+    server = serve(HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer)
+    sid = server.service.create_session().id
+    c = kit.client(server.session_url(sid))
+    r = c.chat.completions.create(model=kit.MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=6)
+    edited = {"role": "assistant", "content": "something else"}
+    c.chat.completions.create(model=kit.MODEL, max_tokens=6, messages=[
+        {"role": "user", "content": "hi"}, edited, {"role": "user", "content": "go on"}])
+    session = server.service.get_session(sid)
+    assert session.retokenized == 1 and len(session.segments) == 2
+    second = session.segments[1]
+    # the rewritten turn is context now: only the new turn carries loss
+    assert second.num_turns == 1 and sum(second.loss_mask) == second.turn_spans[0][1] - second.turn_spans[0][0]
+    assert chatml_tokenizer.decode(second.token_ids[:second.prompt_length]).count("something else") == 1
+    assert r.choices[0].message.content != "something else"
