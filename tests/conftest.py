@@ -26,3 +26,9 @@ def tiny_model(chatml_tokenizer):
     # Tiny matrices run far faster on one thread, and a shared CI machine stays responsive.
     torch.set_num_threads(1)
     return build_tiny_llama(len(chatml_tokenizer))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """conftest files are plugins, not test modules: keep ``--doctest-modules`` from importing
+    them a second time under the shared name ``conftest`` (one per test folder)."""
+    return True if collection_path.name == "conftest.py" else None

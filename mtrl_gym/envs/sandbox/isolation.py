@@ -162,7 +162,9 @@ def _path_text(path: Any, dir_fd: int | None = None) -> str | None:
             target = os.readlink(f"/proc/self/fd/{path}")
         except OSError:
             return f"<file descriptor {path}>"
-        return target if target.startswith("/") else f"<file descriptor {path}: {target}>"
+        # A pipe, socket or anonymous inode ("pipe:[123]") is no file on disk: writing to it is
+        # not a filesystem write (network use has guards of its own).
+        return target if target.startswith("/") else None
     try:
         p = os.fsdecode(os.fspath(path))
     except TypeError:
