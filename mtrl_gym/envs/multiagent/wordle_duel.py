@@ -162,7 +162,8 @@ class DuelGame(CycleGame):
                          f"Feedback: {describe_feedback(theirs.guess, theirs.codes)}")
         else:
             lines.append("Opponent: no valid guess this turn.")
-        lines.append(self._known[seat].summary())
+        if self._known[seat].guesses:
+            lines.append(self._known[seat].summary())
         over = terminated or truncated
         if over:
             lines.append(self._ending(seat, winner, ending))

@@ -33,6 +33,7 @@ def _wordle_split(train: int, val: int, seed: int) -> tuple[list[dict], list[dic
 GENERATED_SPLITS: dict[str, Callable[[int, int, int], tuple[list[dict], list[dict]]]] = {
     "mtrl/Wordle-v0": _wordle_split,
     "mtrl/Wordle-Hard-v0": _wordle_split,
+    "mtrl/WordleDuel-v0": _wordle_split,
 }
 
 

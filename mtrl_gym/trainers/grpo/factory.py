@@ -108,8 +108,14 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
 
     ``env`` (an id or a factory returning a new env) replaces ``config.env``.
     """
+    from mtrl_gym.registry import is_multiagent
     from mtrl_gym.trainers.rollout import RolloutEngine
 
     specs = config.val_env_wrappers if validation else config.env_wrappers
+    if env is None and is_multiagent(config.env):  # PettingZoo envs: one trajectory per trained seat
+        from mtrl_gym.trainers.multiagent_rollout import MultiAgentRolloutEngine
+
+        return MultiAgentRolloutEngine(config.env, sampler, tokenizer, rollout_config(config, validation=validation),
+                                       seats=dict(config.seats), wrappers=build_wrappers(specs))
     return RolloutEngine(env if env is not None else config.env, sampler, tokenizer,
                          rollout_config(config, validation=validation), wrappers=build_wrappers(specs))
