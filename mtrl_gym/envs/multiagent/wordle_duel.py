@@ -58,6 +58,7 @@ class DuelGame(CycleGame):
     observation_chars = 8192
     action_chars = 100_000
     reward_range = (LOSS_REWARD, WIN_REWARD)
+    success_threshold = WIN_REWARD
 
     def __init__(self, max_cycles: int = DEFAULT_MAX_CYCLES, invalid_word: str = "reject"):
         super().__init__(max_cycles)
