@@ -22,7 +22,7 @@ from gymnasium import spaces
 from mtrl_gym.envs.spaces import TextSpace
 from mtrl_gym.error import ConfigError
 
-__all__ = ["SeatEnv", "DEFAULT_OPPONENTS", "MATCH_OPPONENTS"]
+__all__ = ["DEFAULT_OPPONENTS", "MATCH_OPPONENTS", "SeatEnv"]
 
 #: Env id -> the policy that plays each seat the learner does not, by default.
 DEFAULT_OPPONENTS: dict[str, str] = {"mtrl/WordleDuel-v0": "solver", "mtrl/SOP-CustomerCall-v0": "scripted"}
@@ -97,7 +97,7 @@ class SeatEnv(gymnasium.Env[str, str]):
         base = int(self.np_random.integers(2**31))
         for i, (s, policy) in enumerate(self.opponents.items()):
             policy.reset(self._infos[s], np.random.default_rng([base, i]))
-        reward, terminated, truncated = self._advance()
+        self._advance()  # the opponents' opening cycles, if the seat starts out waiting (no reward before a move)
         return self._text(), dict(self._infos[self.seat])
 
     def step(self, action: str):
