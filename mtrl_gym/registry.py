@@ -72,12 +72,15 @@ def is_multiagent(env_id: str) -> bool:
 
 
 def _unknown(env_id: str, known: list[str] | None = None) -> UnknownEnv:
-    known = known if known is not None else list_envs()
-    close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
+    candidates = known if known is not None else list_envs()
+    close = difflib.get_close_matches(env_id, candidates, n=3, cutoff=0.5)
     if not close:  # compare names without namespace/version too: "wordle" -> mtrl/Wordle-v0
         base = env_id.split("/")[-1].split("-v")[0].lower()
-        close = [e for e in known if base and base in e.lower()][:3]
+        close = [e for e in candidates if base and base in e.lower()][:3]
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    if known is not None and known == list_multiagent_envs():
+        return UnknownEnv(f"unknown multi-agent environment id {env_id!r}.{hint} "
+                          f"mtrl_gym.registry.list_multiagent_envs() lists all {len(known)} ids.")
     if is_multiagent(env_id):
         hint += " It is a multi-agent env: make it with mtrl_gym.registry.make_multiagent()."
     return UnknownEnv(f"unknown environment id {env_id!r}.{hint} "
