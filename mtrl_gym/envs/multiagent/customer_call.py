@@ -17,7 +17,6 @@ penalty for each question about details the agent was already told.
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Mapping
 from typing import Any
 
@@ -204,6 +203,8 @@ class CallGame(CycleGame):
             agent = SeatUpdate(obs, self._score(reward) if self._over else 0.0, terminated, truncated, info)
             note = "The call is over." if self._over else "The agent is working on your case."
             customer = SeatUpdate(note, agent.reward, terminated, truncated, self._customer_info(None))
+            if self._over:  # cooperative: the customer's result is the call's
+                customer.info["success"] = bool(info.get("success", False))
             return {"agent": agent, "customer": customer}
         ask = asks[0]
         results = [{"tool_call_id": c.id, "name": c.name,
