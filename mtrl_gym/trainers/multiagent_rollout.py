@@ -20,6 +20,9 @@ same code. What is new here is only the game loop around the seats:
   back in (task, seat, sample) order with ``group_id = g * len(trained seats) + seat index``,
   so GRPO's contiguous groups of ``group_size`` are exactly the episodes of one seat on one
   task. Sampling seeds derive from that group id, so two seats never share a seed.
+* **Metrics.** Each trajectory also carries ``seat/<seat>/reward`` and, in games with an
+  ``outcome``, ``seat/<seat>/win``, ``.../draw``, ``.../loss``: the trainer's batch means
+  (``rollout/seat/player_0/win``, ...) show each seat's record.
 * **Failures.** A seat whose episode ends early (sampler error, token or time budget,
   ``max_turns``) plays empty text for the rest of its game; the others play on.
 
@@ -272,6 +275,13 @@ class MultiAgentRolloutEngine(RolloutEngine):
             self._release(seat.ep)
         finally:
             self.sampler = trained
+        # Per-seat numbers: the trainer's batch means become rollout/seat/<seat>/reward, .../win, ...
+        t = seat.ep.traj
+        t.metrics[f"seat/{seat.name}/reward"] = float(t.reward)
+        outcome = t.final_info.get("outcome")
+        if outcome in ("win", "draw", "loss"):
+            for name in ("win", "draw", "loss"):
+                t.metrics[f"seat/{seat.name}/{name}"] = float(outcome == name)
 
 
 def _text(observation: Any) -> str:

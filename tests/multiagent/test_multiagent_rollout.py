@@ -73,6 +73,11 @@ def test_self_play_returns_one_trajectory_per_seat_grouped_by_task_and_seat(chat
         p0, p1 = trajs[6 * g:6 * g + 3], trajs[6 * g + 3:6 * g + 6]
         assert [a.reward + b.reward for a, b in zip(p0, p1)] == [0.0, 0.0, 0.0]
     assert {t.reward for t in trajs} == {-1.0, 0.0, 1.0}  # the scripted picks give every outcome
+    for t in trajs:
+        seat = t.final_info["seat"]
+        assert t.metrics[f"seat/{seat}/reward"] == t.reward
+        assert t.metrics[f"seat/{seat}/win"] == float(t.reward == 1.0)
+        assert t.metrics[f"seat/{seat}/loss"] == float(t.reward == -1.0)
     # Two seats never share a sampling seed, even on the same turn of the same game.
     seeds = [(r.session_id, r.params.seed) for r in sampler.requests]
     assert len({s for _, s in seeds}) == len(seeds)

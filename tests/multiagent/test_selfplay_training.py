@@ -40,6 +40,7 @@ def test_two_self_play_steps_on_a_tiny_model(tmp_path, chatml_tokenizer):
         metrics = trainer.train_step()
         assert metrics["rollout/episodes"] == 2 * 2 * 3  # tasks x seats x group
         assert metrics["rollout/failure_rate"] == 0.0 and metrics["rollout/turns_mean"] == 2.0
+        assert "rollout/seat/player_0/reward" in metrics and "rollout/seat/player_1/reward" in metrics
     assert trainer.step == 2
     trainer.close()
 
