@@ -20,7 +20,8 @@ import gymnasium
 
 from mtrl_gym.error import UnknownEnv
 
-__all__ = ["ENV_SPECS", "register_envs", "list_envs", "make", "spec", "task_validator"]
+__all__ = ["ENV_SPECS", "MULTIAGENT_SPECS", "register_envs", "list_envs", "list_multiagent_envs", "make",
+           "make_multiagent", "is_multiagent", "spec", "task_validator"]
 
 NAMESPACE = "mtrl"
 
@@ -46,6 +47,13 @@ ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     "mtrl/SOP-VideoClassification-v0": ("mtrl_gym.envs.sop.video_classification:VideoClassificationEnv", {}),
 }
 
+#: Multi-agent (PettingZoo) id -> (module with ``env()`` and ``parallel_env()``, default kwargs).
+#: Not gymnasium ids: make them with :func:`make_multiagent`.
+MULTIAGENT_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mtrl/WordleDuel-v0": ("mtrl_gym.envs.multiagent.wordle_duel", {}),
+    "mtrl/SOP-CustomerCall-v0": ("mtrl_gym.envs.multiagent.customer_call", {}),
+}
+
 
 def register_envs() -> None:
     """Register every id in :data:`ENV_SPECS` with gymnasium (idempotent)."""
@@ -61,12 +69,28 @@ def list_envs() -> list[str]:
     return sorted(ENV_SPECS)
 
 
-def _unknown(env_id: str) -> UnknownEnv:
-    close = difflib.get_close_matches(env_id, list_envs(), n=3, cutoff=0.5)
+def list_multiagent_envs() -> list[str]:
+    """The multi-agent (PettingZoo) environment ids, sorted."""
+    return sorted(MULTIAGENT_SPECS)
+
+
+def is_multiagent(env_id: str) -> bool:
+    """Whether ``env_id`` names a multi-agent env (made with :func:`make_multiagent`)."""
+    return env_id.removeprefix("mtrl_gym:") in MULTIAGENT_SPECS
+
+
+def _unknown(env_id: str, known: list[str] | None = None) -> UnknownEnv:
+    candidates = known if known is not None else list_envs()
+    close = difflib.get_close_matches(env_id, candidates, n=3, cutoff=0.5)
     if not close:  # compare names without namespace/version too: "wordle" -> mtrl/Wordle-v0
         base = env_id.split("/")[-1].split("-v")[0].lower()
-        close = [e for e in list_envs() if base and base in e.lower()][:3]
+        close = [e for e in candidates if base and base in e.lower()][:3]
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    if known is not None and known == list_multiagent_envs():
+        return UnknownEnv(f"unknown multi-agent environment id {env_id!r}.{hint} "
+                          f"mtrl_gym.registry.list_multiagent_envs() lists all {len(known)} ids.")
+    if is_multiagent(env_id):
+        hint += " It is a multi-agent env: make it with mtrl_gym.registry.make_multiagent()."
     return UnknownEnv(f"unknown environment id {env_id!r}.{hint} "
                       f"mtrl_gym.registry.list_envs() lists all {len(ENV_SPECS)} ids.")
 
@@ -94,6 +118,24 @@ def task_validator(env_id: str) -> Callable[[dict[str, Any]], Any] | None:
     from mtrl_gym.envs.profile import profile_of
 
     return profile_of(env_id.removeprefix("mtrl_gym:")).validate_task
+
+
+def make_multiagent(env_id: str, *, parallel: bool = False, **kwargs: Any):
+    """A multi-agent env: PettingZoo's AEC API, or its Parallel API with ``parallel=True``.
+
+    >>> duel = make_multiagent("mtrl/WordleDuel-v0", parallel=True)  # doctest: +SKIP
+    >>> obs, infos = duel.reset(seed=0)                              # doctest: +SKIP
+
+    Needs ``pip install "mtrl-gym[pettingzoo]"``; unknown ids raise with close matches.
+    """
+    import importlib
+
+    bare = env_id.removeprefix("mtrl_gym:")
+    if bare not in MULTIAGENT_SPECS:
+        raise _unknown(bare, list_multiagent_envs())
+    module, defaults = MULTIAGENT_SPECS[bare]
+    mod = importlib.import_module(module)
+    return (mod.parallel_env if parallel else mod.env)(**{**defaults, **kwargs})
 
 
 register_envs()

@@ -9,8 +9,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from mtrl_gym.registry import list_envs
+    from mtrl_gym.registry import list_envs, list_multiagent_envs
 
     for env_id in list_envs():
         print(env_id)
+    for env_id in list_multiagent_envs():
+        print(f"{env_id}  (multi-agent, PettingZoo)")
     return 0

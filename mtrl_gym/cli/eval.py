@@ -51,6 +51,10 @@ def register(sub) -> None:
     what.add_argument("--policy", action="append", default=[], metavar="NAME",
                       help="add a reference-policy row (repeatable): one of the env's policies "
                            "(Wordle: solver, random; SOP: solver) or random for any env")
+    what.add_argument("--opponent", action="append", default=[], metavar="POLICY",
+                      help="multi-agent envs: the reference policy of the other seats, one match set each "
+                           "(repeatable; default: the env's, e.g. solver and random for mtrl/WordleDuel-v0)")
+    what.add_argument("--seat", default=None, help="multi-agent envs: the seat the runs play (default: the first)")
     tasks = p.add_argument_group("tasks")
     tasks.add_argument("--tasks", default=None, help="task file (JSONL/JSON/CSV/Parquet)")
     tasks.add_argument("--split", default=None, help="named split: train, val (Wordle, SOP domains), all "
@@ -263,10 +267,13 @@ def run(args) -> int:
             training_run = str(found)
             print(f"training run: {found} (the adapter's run folder; --training-run overrides)", file=sys.stderr)
     out_dir = args.out or str(default_out_dir())
+    from mtrl_gym.registry import is_multiagent
     from mtrl_gym.run_folder import EVAL_ARTEFACTS, EVAL_MARKERS, claim_output_dir
 
     claim_output_dir(out_dir, markers=EVAL_MARKERS, artefacts=EVAL_ARTEFACTS, resume=args.resume,
                      overwrite=args.overwrite, flag="--out")
+    if is_multiagent(args.env_id):
+        return _run_matches(args, config, pool, split, out_dir, mlflow)
     runs = build_runs(args, out_dir)
     try:
         result = evaluate(args.env_id, runs, tasks=args.tasks, split=split, limit=args.limit,
@@ -287,4 +294,17 @@ def run(args) -> int:
     print(f"\nsummary: {result.files['summary']}")
     if "report" in result.files:
         print(f"report:  {result.files['report']}")
+    return 0
+
+
+def _run_matches(args, config, pool, split, out_dir, mlflow) -> int:
+    """A multi-agent env: the runs play one seat against each opponent (win/draw/loss with intervals)."""
+    from mtrl_gym.evaluation.matches import evaluate_matches, match_table
+
+    result = evaluate_matches(args.env_id, build_runs(args), opponents=args.opponent or None, seat=args.seat,
+                              tasks=args.tasks, split=split, limit=args.limit, config=config, out_dir=out_dir,
+                              resume=args.resume, retry_failed=args.retry_failed, pool=pool, mlflow=mlflow,
+                              tracking_uri=args.tracking_uri, experiment=args.experiment)
+    print(match_table(result.matches))
+    print(f"\nmatches: {result.out_dir / 'matches.json'} (one full evaluation per opponent in vs-<opponent>/)")
     return 0

@@ -173,11 +173,17 @@ def _check_output_dir(path: Path) -> None:
 
 def _check_env(config) -> None:
     from mtrl_gym.error import ConfigError
-    from mtrl_gym.registry import make, spec
+    from mtrl_gym.registry import is_multiagent, make, make_multiagent, spec
     from mtrl_gym.trainers.grpo.factory import build_wrappers
 
-    spec(config.env)
     build_wrappers(config.val_env_wrappers)  # every name resolves
+    if is_multiagent(config.env):  # a PettingZoo env: it must build (env wrappers are refused for these)
+        try:
+            make_multiagent(config.env, parallel=True, **dict(config.env_kwargs)).close()
+        except TypeError as e:
+            raise ConfigError(f"env_kwargs {dict(config.env_kwargs)!r} do not fit {config.env}: {e}") from None
+        return
+    spec(config.env)
     try:
         env = make(config.env, **dict(config.env_kwargs))
     except TypeError as e:

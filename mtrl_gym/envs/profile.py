@@ -126,9 +126,15 @@ class EnvProfile:
         return factory(env)
 
 
-def _env_class(target: Any) -> type | None:
+def _env_class(target: Any) -> Any:
+    """The object whose ``profile()`` describes ``target``: an env class, or a multi-agent env's module."""
     if isinstance(target, str):
         from mtrl_gym import registry
+
+        if registry.is_multiagent(target):  # PettingZoo envs: the module defines profile()
+            import importlib
+
+            return importlib.import_module(registry.MULTIAGENT_SPECS[target.removeprefix("mtrl_gym:")][0])
 
         spec = registry.spec(target) if target.removeprefix("mtrl_gym:").startswith(registry.NAMESPACE + "/") \
             else gymnasium.spec(target)
@@ -150,11 +156,15 @@ def profile_of(target: Any) -> EnvProfile:
     profile (with its ``success_threshold`` attribute, if any).
     """
     cls = _env_class(target)
-    hook = getattr(cls, "profile", None) if cls is not None else None
+    # An env instance answers itself (an env whose facts depend on its arguments, such as one
+    # seat of a multi-agent game, defines profile() as an instance method).
+    owner = target.unwrapped if isinstance(target, gymnasium.Env) else cls
+    hook = getattr(owner, "profile", None) if owner is not None else None
     if callable(hook):
         profile = hook()
         if not isinstance(profile, EnvProfile):
-            raise ConfigError(f"{cls.__name__}.profile() must return an EnvProfile, got {type(profile).__name__}")
+            raise ConfigError(f"{getattr(cls, '__name__', cls)}.profile() must return an EnvProfile, got "
+                              f"{type(profile).__name__}")
     else:
         threshold = getattr(cls, "success_threshold", None)
         profile = EnvProfile(success_threshold=float(threshold) if isinstance(threshold, (int, float)) else None)

@@ -73,6 +73,10 @@ def _env_maker(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gymna
     from mtrl_gym import registry
 
     bare = env_id.removeprefix("mtrl_gym:")
+    if registry.is_multiagent(bare):  # one seat, the others played by env_kwargs["opponents"]
+        from mtrl_gym.envs.multiagent.seat import SeatEnv
+
+        return lambda: SeatEnv(bare, **env_kwargs)
     if bare in registry.ENV_SPECS:
         return lambda: registry.make(bare, **env_kwargs)
     if bare in gymnasium.registry:

@@ -303,6 +303,12 @@ class RolloutEngine:
         except Exception as e:  # noqa: BLE001 - a broken reset is a failed episode
             self._fail(ep, _reason("env reset", e), getattr(e, "stop", "failed"))
             return ep
+        self._open(ep, obs, info, row_id)
+        return ep
+
+    def _open(self, ep: _Episode, obs: Any, info: Mapping[str, Any], row_id: str = "") -> None:
+        """Render an episode's first prompt (system prompt, tools, first observation) from a reset's result."""
+        traj = ep.traj
         traj.task_id = str(info.get("task_id") or row_id)
         ep.tools = list(info.get("tools") or [])
         traj.tools = json_safe(ep.tools)
@@ -311,14 +317,13 @@ class RolloutEngine:
             traj.token_ids = self.renderer.prompt_ids(traj.messages, ep.tools)
         except Exception as e:  # noqa: BLE001 - the chat template rejected the first prompt
             self._fail(ep, _reason("first prompt", e))
-            return ep
+            return
         traj.loss_mask = [0] * len(traj.token_ids)
         traj.logprobs = [0.0] * len(traj.token_ids)
         traj.prompt_length = len(traj.token_ids)
         if self._room(ep) < 1:
             self._fail(ep, f"the first prompt has {traj.prompt_length} tokens: no room to sample within "
                            f"{self._budget()[0]} tokens ({self._budget()[1]})", "token_budget")
-        return ep
 
     def _budget(self) -> tuple[int, str]:
         limit = getattr(self.sampler, "max_context_length", None)

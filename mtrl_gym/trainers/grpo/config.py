@@ -71,6 +71,10 @@ class GRPOConfig:
     """Registered environment id (``mtrl-gym envs`` lists them)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``gymnasium.make(env, **env_kwargs)``."""
+    seats: dict[str, str] = field(default_factory=dict)
+    """Multi-agent envs only: who plays each seat, ``"self"`` (the policy being trained) or a
+    reference policy of the env (``{"player_1": "solver"}``); seats not named are ``"self"``
+    (self-play). Each trained seat of each task is its own GRPO group."""
     env_wrappers: list[dict[str, Any]] = field(default_factory=list)
     """Wrappers applied to every training env, in order: ``[{"name": "WordleShaping",
     "kwargs": {...}}]``. A name is looked up in ``mtrl_gym.wrappers``, then
@@ -295,6 +299,9 @@ class GRPOConfig:
             raise ConfigError(f"`stop` must be a list of non-empty strings, got {self.stop!r}")
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"`env` must be an environment id such as 'mtrl/Wordle-v0', got {self.env!r}")
+        if not isinstance(self.seats, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                                        for k, v in self.seats.items()):
+            raise ConfigError(f'`seats` must map seat names to "self" or a policy name, got {self.seats!r}')
         for name in ("env_wrappers", "val_env_wrappers"):
             setattr(self, name, [_wrapper_spec(name, i, w) for i, w in enumerate(getattr(self, name))])
 

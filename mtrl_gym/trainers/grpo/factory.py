@@ -82,10 +82,16 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
     get :class:`~mtrl_gym.wrappers.EpisodeStats` outermost, so the held-out metrics include
     the bare env's outcome reward and per-turn play rates (``val/info/episode/...``).
     """
+    from mtrl_gym.registry import is_multiagent
     from mtrl_gym.rollout.engine import RolloutEngine
     from mtrl_gym.wrappers.episode_stats import EpisodeStats
 
     specs = config.val_env_wrappers if validation else config.env_wrappers
+    if env is None and is_multiagent(config.env):  # PettingZoo envs: one trajectory per trained seat
+        from mtrl_gym.trainers.multiagent_rollout import MultiAgentRolloutEngine
+
+        return MultiAgentRolloutEngine(config.env, sampler, tokenizer, rollout_config(config, validation=validation),
+                                       seats=dict(config.seats), wrappers=build_wrappers(specs))
     wrappers = build_wrappers(specs) + ([EpisodeStats] if validation else [])
     return RolloutEngine(env if env is not None else config.env, sampler, tokenizer,
                          rollout_config(config, validation=validation), wrappers=wrappers)

@@ -43,14 +43,15 @@ def rollout_metrics(trajectories: Sequence[Trajectory], group_size: int, prefix:
     (env's success flag, when it has one) with ``pass_at_1`` and ``pass_at_<group_size>``,
     ``turns_mean``, ``format_error_rate``, ``failure_rate``, ``stop/<reason>``,
     ``kv_reuse_rate``, ``episodes``, and ``tokens_prefill``, ``tokens_cached``,
-    ``tokens_sampled`` (sums), plus every ``info/...`` mean the env reports.
+    ``tokens_sampled`` (sums), plus every ``info/...`` mean the env reports (and, for
+    multi-agent envs, every ``seat/<seat>/...`` mean).
     """
     agg = aggregate_metrics(trajectories)
     out: dict[str, float] = {"episodes": float(len(trajectories))}
     for key, value in agg.items():
         if key in _RENAMES:
             out[_RENAMES[key]] = value
-        elif key.startswith(("stop/", "info/")):
+        elif key.startswith(("stop/", "info/", "seat/")):  # seat/: per-seat means of multi-agent envs
             out[key.removesuffix("_mean")] = value
     success = _successes(trajectories)
     if success is not None and trajectories:
