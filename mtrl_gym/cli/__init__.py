@@ -19,7 +19,7 @@ from mtrl_gym.error import Error
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Sub-command modules, in the order ``mtrl-gym --help`` lists them.
-COMMANDS: list[str] = ["play", "solve", "envs", "eval", "rollout", "train", "make_dataset"]
+COMMANDS: list[str] = ["play", "solve", "envs", "eval", "rollout", "demos", "sft", "train", "make_dataset"]
 
 
 def build_parser() -> argparse.ArgumentParser:

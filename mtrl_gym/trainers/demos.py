@@ -38,7 +38,12 @@ import numpy as np
 
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.rollout import RolloutConfig, RolloutEngine
-from mtrl_gym.trainers.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
+from mtrl_gym.trainers.samplers.base import (
+    Sampler,
+    SampleRequest,
+    SampleResult,
+    SamplingParams,
+)
 from mtrl_gym.trainers.trajectory import Trajectory, save_jsonl
 
 __all__ = ["DemoConfig", "TeacherSampler", "PolicyDriven", "reference_policy", "make_demos", "teacher_tokens",
@@ -67,7 +72,7 @@ def reference_policy(name: str, env: gymnasium.Env, **kwargs: Any):
     try:
         from mtrl_gym.envs.sop.base import SOPEnv
     except ImportError:  # pragma: no cover - the SOP kit ships with the package
-        SOPEnv = ()  # noqa: N806
+        SOPEnv = ()
     if isinstance(base, SOPEnv):
         from mtrl_gym.envs.sop.replay import OracleReplay
 

@@ -19,8 +19,13 @@ from typing import Any
 
 import torch
 
-from mtrl_gym.trainers.grpo.advantages import (PER_TURN_ESTIMATORS, Advantages, compute_advantages,
-                                               pad_turn_rewards, turn_advantages_to_tokens)
+from mtrl_gym.trainers.grpo.advantages import (
+    PER_TURN_ESTIMATORS,
+    Advantages,
+    compute_advantages,
+    pad_turn_rewards,
+    turn_advantages_to_tokens,
+)
 from mtrl_gym.trainers.grpo.batching import TrainSequence, build_sequence
 from mtrl_gym.trainers.trajectory import Trajectory
 

@@ -41,14 +41,30 @@ from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.grpo import checkpoint as ckpt
 from mtrl_gym.trainers.grpo.batching import resolve_packing
 from mtrl_gym.trainers.grpo.config import GRPOConfig
-from mtrl_gym.trainers.grpo.credit import trajectory_advantages, train_sequences
+from mtrl_gym.trainers.grpo.credit import train_sequences, trajectory_advantages
 from mtrl_gym.trainers.grpo.data import TaskStream, load_task_splits
-from mtrl_gym.trainers.grpo.diversity import diversity_metrics, diversity_penalties, top_action, trajectory_actions
+from mtrl_gym.trainers.grpo.diversity import (
+    diversity_metrics,
+    diversity_penalties,
+    top_action,
+    trajectory_actions,
+)
 from mtrl_gym.trainers.grpo.factory import load_model, make_rollout_engine, make_sampler
 from mtrl_gym.trainers.grpo.metrics import PhaseTimer, RunTotals, rollout_metrics
-from mtrl_gym.trainers.grpo.policy import (LRSchedule, build_optimizer, prepare_policy, reference_logprobs_fn,
-                                           resolve_autocast)
-from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, Tracker, format_summary, make_tracker
+from mtrl_gym.trainers.grpo.policy import (
+    LRSchedule,
+    build_optimizer,
+    prepare_policy,
+    reference_logprobs_fn,
+    resolve_autocast,
+)
+from mtrl_gym.trainers.grpo.tracking import (
+    RunRecorder,
+    StepProgress,
+    Tracker,
+    format_summary,
+    make_tracker,
+)
 from mtrl_gym.trainers.grpo.update import UpdateSettings, policy_update
 from mtrl_gym.trainers.trajectory import Trajectory
 

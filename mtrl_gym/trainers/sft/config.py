@@ -161,7 +161,11 @@ class SFTConfig:
     @classmethod
     def load(cls, *sources: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = ()) -> SFTConfig:
         """Merge YAML/TOML files and mappings in order, then ``key=value`` overrides."""
-        from mtrl_gym.trainers.grpo.config_io import coerce, parse_override, read_config_file
+        from mtrl_gym.trainers.grpo.config_io import (
+            coerce,
+            parse_override,
+            read_config_file,
+        )
 
         merged: dict[str, Any] = {}
         for source in sources:

@@ -29,10 +29,20 @@ import torch
 
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.grpo import checkpoint as ckpt
-from mtrl_gym.trainers.grpo.batching import make_micro_batches, resolve_packing, target_logits
+from mtrl_gym.trainers.grpo.batching import (
+    make_micro_batches,
+    resolve_packing,
+    target_logits,
+)
 from mtrl_gym.trainers.grpo.factory import load_model
-from mtrl_gym.trainers.grpo.policy import (LRSchedule, autocast, build_optimizer, prepare_policy, resolve_autocast,
-                                           trainable_parameters)
+from mtrl_gym.trainers.grpo.policy import (
+    LRSchedule,
+    autocast,
+    build_optimizer,
+    prepare_policy,
+    resolve_autocast,
+    trainable_parameters,
+)
 from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, make_tracker
 from mtrl_gym.trainers.sft.config import SFTConfig
 from mtrl_gym.trainers.sft.data import DemoStream, demo_sequences, load_demonstrations
