@@ -46,7 +46,7 @@ def parse_args() -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/wordle-cpu", help="output folder (default: runs/wordle-cpu)")
     p.add_argument("--short", action="store_true",
-                   help="the <= 10 min version: 4 min SFT, 2 GRPO steps, 16 held-out words")
+                   help="the small version: 3 min SFT, 2 GRPO steps of 2 x 4 episodes, 8 held-out words")
     p.add_argument("--demos", type=int, default=640, help="teacher games (training words, cycled; default 640)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
@@ -60,8 +60,9 @@ def parse_args() -> argparse.Namespace:
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args()
     if args.short:
-        args.demos, args.sft_minutes, args.sft_steps, args.eval_tasks = 160, 4.0, 24, min(args.eval_tasks, 16)
+        args.demos, args.sft_minutes, args.sft_steps, args.eval_tasks = 160, 3.0, 18, min(args.eval_tasks, 8)
         args.grpo_steps = args.grpo_steps or 2
+        args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args
 
 
