@@ -1,31 +1,26 @@
-"""Teach SmolLM2-135M-Instruct to make valid Wordle guesses, on a 2-core CPU, in ~30 minutes.
+"""Teach SmolLM2-135M-Instruct to play Wordle on a 2-core CPU: teacher games -> SFT -> GRPO.
 
-    python examples/train_wordle_cpu.py                          # the full recipe
-    python examples/train_wordle_cpu.py --max-steps 2 --eval-tasks 8 --out runs/quick   # a quick look
+    python examples/train_wordle_cpu.py                        # the recipe (docs/training.md)
+    python examples/train_wordle_cpu.py --short --out runs/wordle-short   # <= 10 min: a look
 
-One file, top to bottom, no hidden steps:
+One file, top to bottom, no hidden steps; every stage is skipped when its result is
+already in ``--out`` (so an interrupted run continues):
 
-1. **Before**: play the 128 held-out validation words with the base model, as full 6-guess
-   games, with the recipe's system prompt, format prefill and stop string, one sample per
-   word at temperature 1.0 (``mtrl_gym.eval.evaluate``; scored by the bare environment, not
-   by the shaping used for training).
-2. **Train**: GRPO with LoRA on the training words, with the ``cpu`` preset
-   (``mtrl_gym/trainers/grpo/presets/cpu.yaml`` says why each setting is what it is): one
-   guess per episode, 0-3 earlier solver guesses already on the board, partial-credit
-   shaping. Every ``val_every`` steps the trainer also measures held-out first guesses (the
-   curve).
-3. **After**: the same evaluation as step 1 with the trained adapter: same words, same
-   reset seeds, same sampling settings.
-4. **Report**: ``results.json`` (every number below), ``curve.png`` (training and held-out
-   curves with the before/after levels) and the run folder (checkpoints, ``metrics.jsonl``,
-   sampled trajectories, MLflow run if ``--tracker mlflow``).
-
-The headline metric is the **new-word rate**: the fraction of the model's turns, in full
-games, whose guess is a real 5-letter word not guessed before in that game (repeats count
-as valid actions for the env, so the evaluation's valid-guess rate, also reported, would
-credit a model that plays the same word six times). The base model starts at 0 %; winning
-games is far beyond a 135M model here, and we report the solve rate and outcome reward
-too, whatever they are.
+1. **Demonstrations**: the consistent teacher (``mtrl_gym.envs.wordle.teacher``: a strong
+   opener, then the answer with the most common letters among those that fit all feedback)
+   plays the training words through the rollout engine, in the exact serving format
+   (system prompt without tool schemas, format prefill, stop at ``"``).
+2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
+   tokens only), for ``--sft-minutes``.
+3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
+   up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
+4. **Three evaluations** on the held-out validation words, same words, reset seeds and
+   sampling (full 6-guess games, temperature 1.0): the base model, SFT only, SFT + GRPO,
+   scored by the bare env, with the Wordle play metrics
+   (``mtrl_gym.envs.wordle.play_metrics``: valid/new-word rates, clue-consistency vs a
+   random word on the same boards, the shuffled-feedback control, solves with a Wilson
+   interval, the most common guess).
+5. **Report**: a table on stdout and ``results.json``.
 """
 
 from __future__ import annotations
@@ -37,8 +32,12 @@ from pathlib import Path
 
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym.eval import EvalConfig, RunSpec, evaluate, read_records
+from mtrl_gym.evaluation.play_metrics import env_play_metrics
+from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
+from mtrl_gym.trainers.sft.config import SFTConfig
+from mtrl_gym.trainers.sft.trainer import SFTTrainer
 from mtrl_gym.wrappers import SystemPrompt
 
 
@@ -46,134 +45,154 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/wordle-cpu", help="output folder (default: runs/wordle-cpu)")
-    p.add_argument("--max-steps", type=int, default=None, help="GRPO steps (default: the preset's)")
-    p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated before/after (max 128)")
-    p.add_argument("--eval-samples", type=int, default=1, help="games per held-out word (default: 1)")
+    p.add_argument("--short", action="store_true",
+                   help="the small version: 3 min SFT, 2 GRPO steps of 2 x 4 episodes, 8 held-out words")
+    p.add_argument("--demos", type=int, default=640, help="teacher games (training words, cycled; default 640)")
+    p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
+                   help="how the teacher picks among the consistent answers (default: ranked)")
+    p.add_argument("--sft-minutes", type=float, default=13.0, help="SFT time budget (default: 13)")
+    p.add_argument("--sft-steps", type=int, default=80, help="SFT steps (the schedule's length; default: 80)")
+    p.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: the preset's)")
+    p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated (max 128)")
+    p.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
     p.add_argument("--tracker", default="none", choices=["none", "mlflow"], help="MLflow logging (default: none)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run in --out (finished evaluations are read back)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a GRPOConfig field of the preset, e.g. --set learning_rate=3e-4 (repeatable)")
-    return p.parse_args()
+                   help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
+    args = p.parse_args()
+    if args.short:
+        args.demos, args.sft_minutes, args.sft_steps, args.eval_tasks = 160, 3.0, 18, min(args.eval_tasks, 8)
+        args.grpo_steps = args.grpo_steps or 2
+        args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
+    return args
 
 
-def held_out_eval(config: GRPOConfig, out: Path, *, adapter: str | None, tasks: int, samples: int) -> dict:
-    """Full 6-guess games on the first ``tasks`` validation words, served like training:
-    the same system prompt (the preset's SystemPrompt wrapper, without tool schemas), format
-    prefill, stop string, temperature and token limit."""
+def demonstrations(config: GRPOConfig, path: Path, n: int, teacher: str) -> Path:
+    """Teacher games on the training words, in the evaluation's format (no curriculum)."""
+    if path.is_file():
+        return path
+    demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
+                      policy_kwargs={"choice": teacher}, num_episodes=n, model=config.model,
+                      assistant_prefix=config.assistant_prefix, stop=list(config.stop),
+                      max_episode_tokens=config.max_episode_tokens, train_size=config.train_size,
+                      val_size=config.val_size, split_seed=config.split_seed)
+    return write_demos(make_demos(demo), path, demo)
+
+
+def supervised(demos: Path, out: Path, args: argparse.Namespace) -> tuple[Path, dict]:
+    """SFT on the demonstrations; returns the adapter folder and the run summary."""
+    done = out / "summary.json"
+    if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
+        summary = json.loads(done.read_text())
+        return Path(summary["adapter"]), summary
+    config = SFTConfig(demos=[str(demos)], output_dir=str(out), tracker=args.tracker, batch_size=8,
+                       max_steps=args.sft_steps, max_minutes=args.sft_minutes, lora_rank=16, lora_alpha=32,
+                       lora_layers=12, learning_rate=5e-4, warmup_steps=3, autocast_dtype=None, save_every=20)
+    resume = out if (out / "checkpoints").is_dir() else None
+    summary = SFTTrainer(config, resume=resume).train()
+    return Path(summary["adapter"]), summary
+
+
+def reinforce(config: GRPOConfig) -> tuple[Path, dict]:
+    """GRPO from the SFT adapter; returns the final adapter folder and the run summary."""
+    run = Path(config.output_dir)
+    done = run / "summary.json"
+    if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
+        summary = json.loads(done.read_text())
+    else:
+        resume = run if (run / "checkpoints").is_dir() else None
+        trainer = GRPOTrainer(config, resume=resume)
+        try:
+            summary = trainer.train()
+        finally:
+            trainer.close()
+    return run / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter", summary
+
+
+def held_out(config: GRPOConfig, out: Path, name: str, adapter: str | None, tasks: int) -> dict:
+    """Full 6-guess games on the first ``tasks`` validation words, served like training."""
     prompt = config.env_wrappers[0]["kwargs"]
-    spec = RunSpec("trained" if adapter else "base", model=config.model, adapter=adapter,
-                   temperature=config.temperature, max_new_tokens=config.max_new_tokens,
-                   assistant_prefix=config.assistant_prefix, stop=tuple(config.stop))
-    serve_like_training = [lambda env: SystemPrompt(env, prompt["text"], tools=prompt["tools"])]
-    # resume=True: an evaluation already finished in ``out`` with the same settings is read back
-    # (the base model's does not change from run to run), an interrupted one is continued.
+    spec = RunSpec(name, model=config.model, adapter=adapter, temperature=1.0,
+                   max_new_tokens=config.max_new_tokens, assistant_prefix=config.assistant_prefix,
+                   stop=tuple(config.stop))
+    started = time.monotonic()
     result = evaluate(config.env, [spec], split="val", limit=tasks, out_dir=out, report=False, resume=True,
-                      config=EvalConfig(n=samples, seed=1234, max_turns=6, batch_tasks=16,
-                                        wrappers=serve_like_training))
-    row = result.run(spec.name)
-    traj = row["trajectory"]
-    turns = new_words = 0
-    for record in read_records(out / "trajectories" / f"{spec.name}.jsonl"):
-        for message in record["messages"]:
-            turns += message["role"] == "assistant"
-            if message["role"] == "tool":  # the env's answer to a guess_word call
-                first_line = message["content"].split("\n", 1)[0]  # "Guess 2/6: CRANE" when played
-                new_words += first_line.startswith("Guess ") and "(you already guessed this word)" not in first_line
-    return {
-        # a real word the game had not seen yet, over all turns of all games
-        "new_word_rate": new_words / max(turns, 1),
-        # per game: turns with a played guess (repeats included) / turns, averaged over games
-        "valid_guess_rate": 1.0 - traj["invalid_action_rate"],
-        "solve_rate": row["success_rate"]["value"],
-        "solve_rate_ci": [row["success_rate"]["low"], row["success_rate"]["high"]],
-        "outcome_reward_mean": row["reward"]["value"],
-        "outcome_reward_ci": [row["reward"]["low"], row["reward"]["high"]],
-        "turns_mean": traj["turns"],
-        "format_error_rate": traj["format_error_rate"],
-        "repeated_guesses_per_game": row["aggregate"].get("info/repeated_mean"),
-        "episodes": row["episodes"],
-    }
+                      config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
+                                        wrappers=[lambda env: SystemPrompt(env, prompt["text"],
+                                                                           tools=prompt["tools"])]))
+    row = result.run(name)
+    records = read_records(out / "trajectories" / f"{name}.jsonl")
+    metrics = env_play_metrics(config.env, records) or {}
+    metrics.update({"outcome_reward_mean": row["reward"]["value"], "eval_seconds": time.monotonic() - started})
+    return metrics
 
 
-def plot(metrics_file: Path, before: dict, after: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
-    train = [r for r in rows if r.get("kind") != "val" and "rollout/info/valid" in r]
-    val = [r for r in rows if r.get("kind") == "val" and "val/info/valid" in r]
-    fig, (a, r, b) = plt.subplots(1, 3, figsize=(15, 4))
-    _curves(a, train, val, "info/valid", "valid-guess rate", "Valid guesses while training")
-    _curves(r, train, val, "reward_mean", "shaped reward (one guess)", "Partial-credit reward")
-    keys = ["new_word_rate", "valid_guess_rate", "solve_rate"]
-    names = ["new-word rate", "valid-guess rate\n(repeats included)", "solve rate"]
-    x = range(len(names))
-    b.bar([i - 0.2 for i in x], [before[k] for k in keys], width=0.4, label="base")
-    b.bar([i + 0.2 for i in x], [after[k] for k in keys], width=0.4, label="trained")
-    b.set_xticks(list(x), names)
-    b.set_title(f"Held-out words, full games ({before['episodes']} per model)")
-    b.legend()
-    b.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+ROWS = [("valid word", "valid_word_rate"), ("new word", "new_word_rate"), ("clue-consistent (turns 2-6)", "consistency"),
+        ("  random word, same boards", "random_consistency"), ("  ratio", "consistency_vs_random"),
+        ("shuffled-feedback control", "control_consistency"), ("solved", "solve_rate"),
+        ("most common guess", "top_guess_share"), ("outcome reward", "outcome_reward_mean")]
 
 
-def _curves(ax, train: list[dict], val: list[dict], metric: str, ylabel: str, title: str) -> None:
-    """``rollout/<metric>`` of the training steps and ``val/<metric>`` of the validations."""
-    ax.plot([x["step"] for x in train], [x[f"rollout/{metric}"] for x in train], label="training (sampled)",
-            alpha=0.6)
-    ax.plot([x["step"] for x in val], [x[f"val/{metric}"] for x in val], "o-", label="held-out first guesses")
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend()
-    ax.grid(alpha=0.3)
+def table(columns: dict[str, dict]) -> str:
+    names = list(columns)
+    lines = ["| held-out, full games | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for label, key in ROWS:
+        cells = []
+        for m in columns.values():
+            v = m.get(key)
+            if v is None:
+                cells.append("-")
+            elif key == "solve_rate":
+                cells.append(f"{v:.1%} [{m['solve_rate_low']:.1%}, {m['solve_rate_high']:.1%}] ({m['solved']}/{m['games']})")
+            elif key == "top_guess_share":
+                cells.append(f"{v:.1%} ({m['top_guess']})")
+            elif key in ("consistency_vs_random", "outcome_reward_mean"):
+                cells.append(f"{v:.2f}")
+            else:
+                cells.append(f"{v:.1%}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main() -> None:
     args = parse_args()
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     out = Path(args.out)
-    overrides = [f"output_dir={out / 'run'}", f"tracker={args.tracker}", *args.overrides]
-    if args.max_steps is not None:
-        overrides.append(f"max_steps={args.max_steps}")
-    config = GRPOConfig.load("cpu", overrides=overrides)
     out.mkdir(parents=True, exist_ok=True)
-    tasks, samples = min(args.eval_tasks, 128), args.eval_samples
-
     t0 = time.monotonic()
-    before = held_out_eval(config, out / "eval-before", adapter=None, tasks=tasks, samples=samples)
-    print(f"before: new-word rate {before['new_word_rate']:.1%}, valid-guess rate {before['valid_guess_rate']:.1%}, "
-          f"solve rate {before['solve_rate']:.1%}", flush=True)
+    grpo_overrides = [f"output_dir={out / 'grpo'}", f"tracker={args.tracker}", *args.overrides]
+    if args.grpo_steps is not None:
+        grpo_overrides.append(f"max_steps={args.grpo_steps}")
+    preset = GRPOConfig.load("cpu-sft", overrides=grpo_overrides)
 
-    resume = out / "run" if args.resume and (out / "run" / "checkpoints").is_dir() else None
-    trainer = GRPOTrainer(config, resume=resume)
-    try:
-        summary = trainer.train()
-    finally:
-        trainer.close()
-    # the trainer's own clock: training steps and in-loop validation (across resumes too)
-    train_seconds = summary["seconds"].get("step", 0.0) + summary["seconds"].get("validation", 0.0)
-    adapter = out / "run" / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter"
+    demos = demonstrations(preset, out / "demos.jsonl", args.demos, args.teacher)
+    print(f"demonstrations: {demos} ({time.monotonic() - t0:.0f} s)", flush=True)
+    sft_adapter, sft_summary = supervised(demos, out / "sft", args)
+    print(f"SFT: {sft_summary['steps']} steps in {sft_summary['seconds'] / 60:.1f} min -> {sft_adapter}", flush=True)
 
-    after = held_out_eval(config, out / "eval-after", adapter=str(adapter), tasks=tasks, samples=samples)
-    print(f"after:  new-word rate {after['new_word_rate']:.1%}, valid-guess rate {after['valid_guess_rate']:.1%}, "
-          f"solve rate {after['solve_rate']:.1%}")
-    results = {"before": before, "after": after, "steps": summary["steps"], "train_seconds": train_seconds,
-               "total_seconds": time.monotonic() - t0, "final_val": summary["final_val"],
-               "adapter": str(adapter), "config": config.to_dict()}
+    config = preset.replace(init_adapter=str(sft_adapter))
+    grpo_adapter, grpo_summary = reinforce(config)
+    grpo_seconds = sum(grpo_summary["seconds"].get(k, 0.0) for k in ("step", "validation"))
+    print(f"GRPO: {grpo_summary['steps']} steps in {grpo_seconds / 60:.1f} min -> {grpo_adapter}", flush=True)
+
+    columns = {}
+    runs = [("SFT", str(sft_adapter)), ("SFT + GRPO", str(grpo_adapter))]
+    if not args.skip_base:
+        runs.insert(0, ("base", None))
+    for name, adapter in runs:
+        slug = name.lower().replace(" + ", "-").replace(" ", "-")
+        columns[name] = held_out(config, out / f"eval-{slug}", slug, adapter, args.eval_tasks)
+        m = columns[name]
+        print(f"{name}: valid {m['valid_word_rate']:.1%}, new {m['new_word_rate']:.1%}, consistent "
+              f"{m['consistency']:.1%} (random {m['random_consistency']:.1%}), solved {m['solve_rate']:.1%} "
+              f"({m['eval_seconds'] / 60:.1f} min)", flush=True)
+    report = table(columns)
+    print(report)
+    results = {"columns": columns, "sft": sft_summary, "grpo": {k: grpo_summary[k] for k in ("steps", "seconds")},
+               "train_minutes": (sft_summary["seconds"] + grpo_seconds) / 60,
+               "total_minutes_this_call": (time.monotonic() - t0) / 60, "config": config.to_dict()}
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
-    plot(out / "run" / "metrics.jsonl", before, after, out / "curve.png")
-    print(f"trained {summary['steps']} steps in {train_seconds / 60:.1f} min; wrote {out / 'results.json'} "
-          f"and {out / 'curve.png'}")
+    (out / "table.md").write_text(report + "\n", encoding="utf-8")
+    print(f"training {results['train_minutes']:.1f} min; this call {results['total_minutes_this_call']:.1f} min; "
+          f"wrote {out / 'results.json'}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ from mtrl_gym.error import Error
 __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Sub-command modules, in the order ``mtrl-gym --help`` lists them.
-COMMANDS: list[str] = ["play", "solve", "envs", "eval", "rollout", "train", "serve", "make_dataset", "openenv", "check"]
+COMMANDS: list[str] = ["play", "solve", "envs", "eval", "rollout", "demos", "sft", "train", "serve", "make_dataset",
+                      "openenv", "check"]
 
 
 def build_parser() -> argparse.ArgumentParser:

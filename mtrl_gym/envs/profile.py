@@ -61,8 +61,8 @@ class TextPolicy(Protocol):
         """The next action (raw assistant text) for the latest observation and info."""
 
 
-#: ``factory(env) -> TextPolicy``.
-PolicyFactory = Callable[[gymnasium.Env], TextPolicy]
+#: ``factory(env, **options) -> TextPolicy`` (options: the policy's own knobs, e.g. a teacher's ``choice``).
+PolicyFactory = Callable[..., TextPolicy]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +86,10 @@ class EnvProfile:
     """Raises :class:`~mtrl_gym.error.InvalidTask` for a task row ``reset`` would refuse, so task-file
     readers report it with file and line before a run starts (default: the class's
     ``validate_task`` classmethod, when it has one)."""
+    play_metrics: Callable[[Any], Mapping[str, Any] | None] | None = None
+    """``fn(episode records) -> metrics`` of how the env was played beyond its outcome (Wordle:
+    valid and new words, clue consistency against a random word on the same boards, a
+    shuffled-feedback control, solves with an interval); evaluation reports them."""
     evaluation_only: bool = False
     """Every task of this env is for evaluation only (e.g. a benchmark whose licence forbids
     training): the trainer and demonstrations refuse the env."""
@@ -115,15 +119,15 @@ class EnvProfile:
                               f"demonstrations; use {' or '.join(map(repr, others)) or 'a task file'}")
         return self.tasks(split, n, seed, **options)
 
-    def policy(self, name: str, env: gymnasium.Env) -> TextPolicy:
-        """The reference policy ``name`` for ``env``."""
+    def policy(self, name: str, env: gymnasium.Env, **options: Any) -> TextPolicy:
+        """The reference policy ``name`` for ``env`` (``options`` go to its factory)."""
         try:
             factory = self.reference_policies[name]
         except KeyError:
             known = ", ".join(map(repr, self.reference_policies)) or "none"
             raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; "
                               f"it has: {known}") from None
-        return factory(env)
+        return factory(env, **options)
 
 
 def _env_class(target: Any) -> Any:

@@ -6,8 +6,9 @@
   reproduces the ``training-data.jsonl`` and ``validation-data.jsonl`` of the Amazon SageMaker AI
   multi-turn RL service's public Wordle sample exactly. ``val`` is held out:
   demonstrations and training refuse it.
-* **Reference policies.** ``solver`` (the entropy solver, hard-mode aware) and ``random``
-  (a uniformly random allowed word each turn, as a tool call).
+* **Reference policies.** ``solver`` (the entropy solver, hard-mode aware), ``random`` (a
+  uniformly random allowed word each turn, as a tool call) and ``teacher`` (the consistent
+  teacher that demonstrations imitate, :mod:`mtrl_gym.envs.wordle.teacher`).
 * **Tiers.** A solve (1.05-1.55) always beats a loss (-0.5), which beats an episode without
   a valid guess (-1.5); :data:`MAX_SUCCESS_WEIGHT` and :data:`MAX_FAILURE_WEIGHT` are the
   largest shaping weights that keep them apart.
@@ -124,6 +125,18 @@ class RandomWordPolicy:
         return _tool_call(self._words[int(self._rng.integers(len(self._words)))])
 
 
+def _teacher(env, **options):
+    from mtrl_gym.envs.wordle.teacher import ConsistentTeacher
+
+    return ConsistentTeacher(**options)
+
+
+def _play_metrics(records):
+    from mtrl_gym.envs.wordle.play_metrics import records_play_metrics
+
+    return records_play_metrics(records)
+
+
 def wordle_profile(success_threshold: float) -> EnvProfile:
     """The profile of :class:`~mtrl_gym.envs.wordle.env.WordleEnv` (both modes)."""
     return EnvProfile(
@@ -132,8 +145,10 @@ def wordle_profile(success_threshold: float) -> EnvProfile:
         reference_policies={
             "solver": lambda env: SolverPolicyAdapter(hard_mode=bool(getattr(env.unwrapped, "hard_mode", False))),
             "random": lambda env: RandomWordPolicy(),
+            "teacher": _teacher,
         },
         success_threshold=success_threshold,
         shaping_limits=(MAX_SUCCESS_WEIGHT, MAX_FAILURE_WEIGHT),
         turn_facts=wordle_turn_facts,
+        play_metrics=_play_metrics,
     )

@@ -42,7 +42,7 @@ import torch
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["TrainSequence", "MicroBatch", "build_sequence", "make_micro_batches", "token_logprobs",
+__all__ = ["TrainSequence", "MicroBatch", "build_sequence", "make_micro_batches", "token_logprobs", "target_logits",
            "resolve_packing"]
 
 
@@ -332,22 +332,14 @@ def _prefix_cache(model: Any, batch: MicroBatch) -> tuple[str, Any]:
     return name, cache
 
 
-def token_logprobs(model: Any, batch: MicroBatch, *, temperature: float = 1.0,
-                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs of the targets of ``batch`` under ``log_softmax(logits / temperature)``.
+def target_logits(model: Any, batch: MicroBatch, *, temperature: float = 1.0) -> torch.Tensor:
+    """``[N, vocab]`` float32 logits (divided by ``temperature`` when it is > 0 and not 1) at
+    the positions of ``batch`` that predict a target, in target order.
 
     Runs ``model`` once (gradients flow unless the caller disables them). The vocabulary
     projection is applied only at target-predicting positions when the model accepts a
-    boolean ``logits_to_keep`` (transformers' causal LMs do). Log-softmax is computed in
-    float32 whatever the autocast dtype. ``temperature == 0`` means unscaled logits (the
-    sampler convention for greedy decoding).
-
-    Returns:
-        ``(logp, entropy)``: ``[N]`` float32 log-probs in target order (sequence by
-        sequence), and the ``[N]`` detached entropy of each predicting distribution (None
-        unless ``with_entropy``).
+    boolean ``logits_to_keep`` (transformers' causal LMs do).
     """
-    device = batch.input_ids.device
     kwargs: dict[str, Any] = {"input_ids": batch.input_ids, "position_ids": batch.position_ids,
                               "use_cache": False}
     if batch.attention_mask is not None:
@@ -363,6 +355,24 @@ def token_logprobs(model: Any, batch: MicroBatch, *, temperature: float = 1.0,
     z = logits.float()
     if temperature > 0 and temperature != 1.0:
         z = z / temperature
+    return z
+
+
+def token_logprobs(model: Any, batch: MicroBatch, *, temperature: float = 1.0,
+                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of the targets of ``batch`` under ``log_softmax(logits / temperature)``.
+
+    Runs ``model`` once (:func:`target_logits`; gradients flow unless the caller disables
+    them). Log-softmax is computed in float32 whatever the autocast dtype.
+    ``temperature == 0`` means unscaled logits (the sampler convention for greedy decoding).
+
+    Returns:
+        ``(logp, entropy)``: ``[N]`` float32 log-probs in target order (sequence by
+        sequence), and the ``[N]`` detached entropy of each predicting distribution (None
+        unless ``with_entropy``).
+    """
+    device = batch.input_ids.device
+    z = target_logits(model, batch, temperature=temperature)
     targets = batch.cat("targets").to(device)
     lse = torch.logsumexp(z, dim=-1)
     logp = z.gather(-1, targets[:, None]).squeeze(-1) - lse

@@ -139,6 +139,11 @@ class GRPOConfig:
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about a third more time."""
 
+    init_adapter: str | None = None
+    """A LoRA adapter folder to start from (e.g. an SFT run's ``checkpoints/step_N/adapter``):
+    it is loaded and trained further (its own rank and modules; the ``lora_*`` fields are then
+    unused), and the KL anchor (``kl_coef``) refers to it, a frozen copy, not the raw base."""
+
     # ------------------------------------------------------------------ LoRA / full fine-tuning
     full_finetune: bool = False
     """Train every weight instead of a LoRA adapter."""
@@ -151,6 +156,8 @@ class GRPOConfig:
     differ from the sampler's."""
     lora_target_modules: list[str] | str = "all-linear"
     """Modules that get adapters: ``all-linear`` or names such as ``[q_proj, v_proj]``."""
+    lora_layers: int | None = None
+    """Adapt only the last N transformer layers (the backward pass stops there: faster); None: all."""
 
     # ------------------------------------------------------------------ batch and schedule
     global_batch_size: int = 128
@@ -225,8 +232,19 @@ class GRPOConfig:
     advantage_kwargs: dict[str, Any] = field(default_factory=dict)
     """Options of the estimator, e.g. ``{"normalize_std": false}`` or ``{"k": 4}``."""
     kl_coef: float = 0.0
-    """Weight of a k3 KL penalty to the base model (adapter disabled); 0 skips the extra
-    forward pass."""
+    """Weight of a k3 KL penalty to the reference policy: the base model (adapter disabled),
+    or the ``init_adapter`` policy when there is one; 0 skips the extra forward pass."""
+    repeat_penalty: float = 0.0
+    """Collapse guard: subtract ``repeat_penalty * mean over turns of (other rollouts of the
+    group that played the same action) / (group_size - 1)`` from each episode's reward before
+    the advantages (``mtrl_gym.trainers.grpo.diversity``); 0: off."""
+    dominance_penalty: float = 0.0
+    """Collapse guard: subtract ``dominance_penalty * mean over turns of max(0, share of the
+    batch's actions equal to this one - dominance_threshold) / (1 - dominance_threshold)``; 0: off."""
+    dominance_threshold: float = 0.1
+    """Batch share above which an action pays the dominance penalty."""
+    collapse_warning_share: float = 0.3
+    """Print a warning when one action is more than this share of a step's sampled actions."""
     old_logprobs: str = "auto"
     """Old-policy log-probs for mini-batches after the first: ``recompute`` (a no-grad
     forward before updating), ``sampler`` (the sampling log-probs: right when the sampler
@@ -373,6 +391,14 @@ class GRPOConfig:
         _at_least(self, "max_new_tokens", 1)
         if not (self.kl_coef >= 0 and math.isfinite(self.kl_coef)):
             raise ConfigError(f"`kl_coef` must be a finite number >= 0, got {self.kl_coef!r}")
+        for name in ("repeat_penalty", "dominance_penalty"):
+            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
+                raise ConfigError(f"`{name}` must be a finite number >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.dominance_threshold < 1.0:
+            raise ConfigError(f"`dominance_threshold` must be in [0, 1), got {self.dominance_threshold!r}")
+        if not 0.0 < self.collapse_warning_share <= 1.0:
+            raise ConfigError(f"`collapse_warning_share` must be in (0, 1], got {self.collapse_warning_share!r}")
+        _optional_at_least(self, "lora_layers", 1)
         if self.tis_cap is not None and not self.tis_cap >= 1.0:
             raise ConfigError(f"`tis_cap` must be >= 1 or None (off), got {self.tis_cap!r}")
         _one_of(self, "old_logprobs", OLD_LOGPROB_MODES)

@@ -19,41 +19,54 @@ from typing import Any
 
 import torch
 
-from mtrl_gym.trainers.grpo.advantages import (PER_TURN_ESTIMATORS, Advantages, compute_advantages,
-                                               pad_turn_rewards, turn_advantages_to_tokens)
+from mtrl_gym.trainers.grpo.advantages import (
+    PER_TURN_ESTIMATORS,
+    Advantages,
+    compute_advantages,
+    pad_turn_rewards,
+    turn_advantages_to_tokens,
+)
 from mtrl_gym.trainers.grpo.batching import TrainSequence, build_sequence
 from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["trajectory_advantages", "train_sequences", "zero_variance_mask"]
 
 
-def _turn_rewards(t: Trajectory) -> list[float]:
+def _turn_rewards(t: Trajectory, reward: float | None = None) -> list[float]:
     """One reward per sampled turn, summing to the episode reward.
 
     A failed episode may have sampled a turn the env never scored, and its reward (the
     env's minimum) is not the sum of its turn rewards: missing turns get 0 and the last
     turn absorbs the difference, so per-turn credit still sees the failure.
     """
+    total = t.reward if reward is None else reward
     rewards = list(t.turn_rewards[:t.num_turns]) + [0.0] * max(t.num_turns - len(t.turn_rewards), 0)
-    if rewards and sum(rewards) != t.reward:
-        rewards[-1] += t.reward - sum(rewards)
+    if rewards and sum(rewards) != total:
+        rewards[-1] += total - sum(rewards)
     return rewards
 
 
 def trajectory_advantages(trajectories: Sequence[Trajectory], group_size: int, estimator: str = "group_based",
-                          options: Mapping[str, Any] | None = None) -> tuple[list[Any], Advantages]:
+                          options: Mapping[str, Any] | None = None,
+                          penalties: Sequence[float] | None = None) -> tuple[list[Any], Advantages]:
     """Advantages of a batch: ``(per_trajectory, record)``.
+
+    ``penalties`` (one per trajectory, e.g. the collapse guards of
+    :mod:`~mtrl_gym.trainers.grpo.diversity`) are subtracted from the rewards first (per-turn
+    estimators: from the last turn's reward).
 
     ``per_trajectory[i]`` is a float (sequence-level estimators) or a ``[len(token_ids)]``
     float tensor (per-turn estimators, 0 outside the turns); ``record`` is the estimator's
     :class:`Advantages` (with the zero-variance group count).
     """
     options = dict(options or {})
-    rewards = torch.tensor([float(t.reward) for t in trajectories], dtype=torch.float64)
+    penalties = list(penalties) if penalties is not None else [0.0] * len(trajectories)
+    totals = [float(t.reward) - float(p) for t, p in zip(trajectories, penalties)]
+    rewards = torch.tensor(totals, dtype=torch.float64)
     if estimator not in PER_TURN_ESTIMATORS:
         adv = compute_advantages(estimator, rewards, group_size, **options)
         return [float(v) for v in adv.values.tolist()], adv
-    turn_rewards, turn_mask = pad_turn_rewards([_turn_rewards(t) for t in trajectories], dtype=torch.float64)
+    turn_rewards, turn_mask = pad_turn_rewards([_turn_rewards(t, r) for t, r in zip(trajectories, totals)], dtype=torch.float64)
     adv = compute_advantages(estimator, rewards, group_size, turn_rewards=turn_rewards, turn_mask=turn_mask,
                              **options)
     out = []

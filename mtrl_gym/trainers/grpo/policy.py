@@ -41,13 +41,16 @@ def is_peft_model(model: Any) -> bool:
 
 def prepare_policy(model: Any, *, full_finetune: bool = False, lora_rank: int = 32, lora_alpha: float = 64.0,
                    lora_dropout: float = 0.0, lora_target_modules: list[str] | str = "all-linear",
-                   gradient_checkpointing: bool = False, seed: int | None = None) -> Any:
+                   gradient_checkpointing: bool = False, seed: int | None = None,
+                   lora_layers: int | None = None) -> Any:
     """Make ``model`` trainable: add a LoRA adapter (default) or unfreeze every weight.
 
     The adapter's ``B`` matrices start at zero (peft's default), so the adapted model
     computes exactly what the base model does until the first update. ``seed`` seeds the
     random ``A`` matrices. A model that already carries an adapter is returned as is
-    (its adapter is trained). The model is left in train mode.
+    (its adapter is trained). ``lora_layers = N`` puts adapters on the last N transformer
+    layers only: the backward pass then stops at the lowest adapted layer, so a step costs
+    about ``1 + 2 N / layers`` forward passes instead of 3. The model is left in train mode.
     """
     if seed is not None:
         torch.manual_seed(seed)
@@ -62,8 +65,17 @@ def prepare_policy(model: Any, *, full_finetune: bool = False, lora_rank: int = 
             from peft import LoraConfig, get_peft_model
         except ImportError:
             raise DependencyNotInstalled("peft", extra="train") from None
+        targets, layers = lora_target_modules, None
+        if lora_layers is not None:
+            total = _num_layers(model)
+            if not 1 <= lora_layers <= total:
+                raise ConfigError(f"`lora_layers` must be between 1 and the model's {total} layers, got {lora_layers!r}")
+            layers = list(range(total - lora_layers, total))
+            if isinstance(targets, str):  # peft needs module names to pick layers
+                targets = _linear_module_names(model)
         config = LoraConfig(r=lora_rank, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
-                            target_modules=lora_target_modules, bias="none", task_type="CAUSAL_LM")
+                            target_modules=targets, bias="none", task_type="CAUSAL_LM",
+                            layers_to_transform=layers)
         try:
             with warnings.catch_warnings():  # peft reads transformers' deprecated alias; not the user's concern
                 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated",
@@ -78,6 +90,17 @@ def prepare_policy(model: Any, *, full_finetune: bool = False, lora_rank: int = 
             policy.enable_input_require_grads()
     policy.train()
     return policy
+
+
+def _num_layers(model: Any) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.num_hidden_layers)
+
+
+def _linear_module_names(model: Any) -> list[str]:
+    """Names (last component) of the Linear layers inside the transformer blocks."""
+    return sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules()
+                   if isinstance(m, torch.nn.Linear) and ".layers." in name})
 
 
 def trainable_parameters(model: Any) -> list[torch.nn.Parameter]:

@@ -204,14 +204,14 @@ class RunRecorder:
 class StepProgress:
     """A tqdm bar over training steps with the headline metrics; silent when disabled."""
 
-    def __init__(self, total: int | None, initial: int = 0, enabled: bool = True):
+    def __init__(self, total: int | None, initial: int = 0, enabled: bool = True, desc: str = "grpo"):
         self.bar = None
         if enabled:
             try:
                 from tqdm.auto import tqdm
             except ImportError:
                 return
-            self.bar = tqdm(total=total, initial=initial, desc="grpo", unit="step", dynamic_ncols=True,
+            self.bar = tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True,
                             file=sys.stderr)
 
     def update(self, metrics: Mapping[str, float]) -> None:
@@ -219,7 +219,8 @@ class StepProgress:
             return
         shown = {}
         for key, label, fmt in (("rollout/reward_mean", "reward", "{:+.3f}"), ("rollout/success_rate", "solve", "{:.0%}"),
-                                ("train/loss", "loss", "{:+.4f}"), ("time/step_s", "s/step", "{:.1f}")):
+                                ("train/loss", "loss", "{:+.4f}"),
+                                ("train/token_accuracy", "acc", "{:.0%}"), ("time/step_s", "s/step", "{:.1f}")):
             if key in metrics:
                 shown[label] = fmt.format(metrics[key])
         self.bar.set_postfix(shown, refresh=False)

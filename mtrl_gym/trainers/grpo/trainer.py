@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import signal
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,17 +42,34 @@ from mtrl_gym.trainers.agent_source import make_agent_source
 from mtrl_gym.trainers.grpo import checkpoint as ckpt
 from mtrl_gym.trainers.grpo.batching import resolve_packing
 from mtrl_gym.trainers.grpo.config import GRPOConfig
-from mtrl_gym.trainers.grpo.credit import trajectory_advantages, train_sequences
+from mtrl_gym.trainers.grpo.credit import train_sequences, trajectory_advantages
 from mtrl_gym.trainers.grpo.data import TaskStream, load_task_splits
+from mtrl_gym.trainers.grpo.diversity import (
+    diversity_metrics,
+    diversity_penalties,
+    top_action,
+    trajectory_actions,
+)
 from mtrl_gym.trainers.grpo.factory import load_model, make_rollout_engine, make_sampler
 from mtrl_gym.trainers.grpo.metrics import PhaseTimer, RunTotals, rollout_metrics
-from mtrl_gym.trainers.grpo.policy import (LRSchedule, build_optimizer, prepare_policy, reference_logprobs_fn,
-                                           resolve_autocast)
-from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, Tracker, format_summary, make_tracker
+from mtrl_gym.trainers.grpo.policy import (
+    LRSchedule,
+    build_optimizer,
+    prepare_policy,
+    reference_logprobs_fn,
+    resolve_autocast,
+)
+from mtrl_gym.trainers.grpo.tracking import (
+    RunRecorder,
+    StepProgress,
+    Tracker,
+    format_summary,
+    make_tracker,
+)
 from mtrl_gym.trainers.grpo.update import UpdateSettings, policy_update
 from mtrl_gym.rollout.trajectory import Trajectory
 
-__all__ = ["GRPOTrainer", "seed_everything", "FROM_CONFIG"]
+__all__ = ["GRPOTrainer", "seed_everything", "load_init_adapter", "FROM_CONFIG"]
 
 #: Default of ``train_tasks``/``val_tasks``: read them as the config says.
 FROM_CONFIG: Any = object()
@@ -101,10 +119,13 @@ class GRPOTrainer:
         if model is None:
             model, tokenizer = load_model(config)
         self.tokenizer = tokenizer
+        if config.init_adapter is not None:
+            model = load_init_adapter(model, config.init_adapter)
         self.policy = prepare_policy(model, full_finetune=config.full_finetune, lora_rank=config.lora_rank,
                                      lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                                      lora_target_modules=config.lora_target_modules,
-                                     gradient_checkpointing=config.gradient_checkpointing, seed=config.seed)
+                                     gradient_checkpointing=config.gradient_checkpointing, seed=config.seed,
+                                     lora_layers=config.lora_layers)
         self.device = next(self.policy.parameters()).device
         self.optimizer = build_optimizer(self.policy, learning_rate=config.learning_rate,
                                          weight_decay=config.weight_decay, betas=config.adam_betas,
@@ -122,7 +143,9 @@ class GRPOTrainer:
         self.val_engine = source(config, self.sampler, tokenizer, validation=True, env=env) \
             if config.val_every and self.val_tasks != [] else None
         self.settings = self._update_settings()
-        self._reference = reference_logprobs_fn(self.policy, config.full_finetune) if config.kl_coef > 0 else None
+        # With an initial adapter the reference is a frozen copy of that policy, not the base.
+        self._reference = reference_logprobs_fn(self.policy, config.full_finetune or config.init_adapter is not None) \
+            if config.kl_coef > 0 else None
         self.step = 0
         self.totals = RunTotals()
         self.last_val_step: int | None = None
@@ -219,8 +242,12 @@ class GRPOTrainer:
             with timer("rollout"):
                 trajectories = self.train_engine.collect(tasks, seed=_seed_for(c.seed, 1, self.step))
             with timer("advantages"):
+                actions = [trajectory_actions(t) for t in trajectories]
+                penalties = diversity_penalties(actions, c.group_size, coef_group=c.repeat_penalty,
+                                                coef_batch=c.dominance_penalty, threshold=c.dominance_threshold) \
+                    if (c.repeat_penalty or c.dominance_penalty) else None
                 per_trajectory, adv = trajectory_advantages(trajectories, c.group_size, c.advantage,
-                                                            c.advantage_kwargs)
+                                                            c.advantage_kwargs, penalties=penalties)
                 sequences = train_sequences(trajectories, per_trajectory, group_size=c.group_size,
                                             drop_zero_variance_groups=c.drop_zero_variance_groups,
                                             train_on_failed=c.train_on_failed)
@@ -232,6 +259,13 @@ class GRPOTrainer:
                 with timer("sync"):
                     self.sampler.update_policy(self.policy, version=self.step)
         metrics = self._step_metrics(trajectories, adv.metrics(), update, timer, len(sequences))
+        if penalties is not None:
+            metrics["diversity/penalty_mean"] = float(np.mean(penalties))
+        action, share = top_action(actions)
+        if share > c.collapse_warning_share:
+            print(f"warning: step {self.step}: {share:.0%} of the sampled actions are {action[-40:]!r} "
+                  f"(over {c.collapse_warning_share:.0%}): the policy may be collapsing; see repeat_penalty, "
+                  "dominance_penalty and diversity/* in metrics.jsonl", file=sys.stderr)
         self.totals.add_step(metrics, timer.seconds)
         self.recorder.log(metrics, self.step)
         self.recorder.trajectories(_sample(trajectories, c.group_size, c.log_trajectories),
@@ -269,6 +303,8 @@ class GRPOTrainer:
         metrics["throughput/sampled_tokens_per_s"] = metrics["rollout/tokens_sampled"] / rollout_s if rollout_s else 0.0
         metrics["throughput/trained_tokens_per_s"] = update.get("trained_tokens", 0.0) / update_s if update_s else 0.0
         metrics["data/epoch"] = self.tasks.epochs_done
+        metrics.update({f"diversity/{k}": v for k, v in diversity_metrics(trajectories, c.group_size).items()})
+        metrics["diversity/zero_variance_frac"] = float(adv.get("zero_variance_frac", 0.0))
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
@@ -388,6 +424,21 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
 
     previous = signal.signal(signal.SIGTERM, handler)
     return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def load_init_adapter(model: Any, path: str | Path) -> Any:
+    """``model`` with the peft adapter in ``path`` loaded, trainable (GRPO from an SFT policy)."""
+    try:
+        from peft import PeftModel
+    except ImportError:
+        from mtrl_gym.error import DependencyNotInstalled
+
+        raise DependencyNotInstalled("peft", extra="train") from None
+    folder = Path(path)
+    if not (folder / "adapter_config.json").is_file():
+        raise ConfigError(f"`init_adapter` {str(path)!r} is not a LoRA adapter folder (no adapter_config.json); "
+                          "give a checkpoint's adapter folder, e.g. runs/sft/checkpoints/step_000080/adapter")
+    return PeftModel.from_pretrained(model, str(folder), is_trainable=True)
 
 
 def _sample(trajectories: Sequence[Trajectory], group_size: int, n: int) -> list[Trajectory]:

@@ -1,0 +1,54 @@
+"""``mtrl-gym demos``: expert demonstrations from a reference policy, as trajectory JSONL.
+
+Thin over :func:`mtrl_gym.trainers.demos.make_demos`. ``--config PRESET`` takes the env, the
+serving wrappers (the preset's first wrapper, its system prompt), format prefill and stop
+strings of a GRPO preset, so the demonstrations are in the format the model is trained and
+evaluated in. The val split is refused.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("demos", help="write expert demonstrations (reference-policy episodes) as JSONL",
+                       description="Play a reference policy through the rollout engine and save token-exact "
+                                   "demonstrations for supervised fine-tuning.")
+    p.add_argument("--config", default=None, help="GRPO preset or config file to take the format from (e.g. cpu-sft)")
+    p.add_argument("--env", default=None, help="environment id (default: the config's, else mtrl/Wordle-v0)")
+    p.add_argument("--policy", default="teacher", choices=["teacher", "solver"], help="reference policy")
+    p.add_argument("--policy-kwargs", default="{}", help='policy options as JSON, e.g. \'{"choice": "random"}\'')
+    p.add_argument("-n", "--num-episodes", type=int, default=600, help="demonstrations (default: 600)")
+    p.add_argument("--split", default="train", help="task split; only 'train' (evaluation tasks stay unseen)")
+    p.add_argument("--max-turns", type=int, default=None, help="most turns per demonstration")
+    p.add_argument("--out", required=True, help="output JSONL file")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
+
+    try:
+        policy_kwargs = json.loads(args.policy_kwargs)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--policy-kwargs must be a JSON object, got {args.policy_kwargs!r} ({e.msg})") from None
+    values = {}
+    if args.config:
+        from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+        c = GRPOConfig.load(args.config)
+        values = dict(env=c.env, env_kwargs=dict(c.env_kwargs), env_wrappers=c.env_wrappers[:1], model=c.model,
+                      assistant_prefix=c.assistant_prefix, stop=list(c.stop), max_episode_tokens=c.max_episode_tokens,
+                      train_size=c.train_size, val_size=c.val_size, split_seed=c.split_seed)
+    if args.env:
+        values["env"] = args.env
+    config = DemoConfig(**values, policy=args.policy, policy_kwargs=policy_kwargs, num_episodes=args.num_episodes,
+                        split=args.split, max_turns=args.max_turns)
+    trajectories = make_demos(config)
+    path = write_demos(trajectories, args.out, config)
+    solved = sum(bool(t.metrics.get("success")) for t in trajectories)
+    print(f"wrote {len(trajectories)} demonstrations to {path} ({solved} solved, "
+          f"{sum(t.trainable_tokens for t in trajectories)} assistant tokens)")
+    return 0

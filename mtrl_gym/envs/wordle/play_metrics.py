@@ -1,0 +1,197 @@
+"""Wordle play metrics that a collapsed or copying policy cannot game.
+
+Pure functions over finished games, each given as ``(secret, actions)``: the secret word
+and the agent's raw assistant texts in order. Every game is replayed through the bare
+:class:`~mtrl_gym.envs.wordle.env.WordleEnv` (so "valid" means exactly what the env says),
+and each turn is scored against the board the agent saw before it:
+
+* ``valid_word_rate``: turns whose guess is a 5-letter dictionary word (repeats included);
+* ``new_word_rate``: valid turns whose word was not guessed before in the game;
+* ``consistency``: turns with at least one played guess on the board (turns 2-6) whose
+  guess is a dictionary word that fits *all* feedback so far (it could be the secret);
+  an invalid or repeated guess counts as inconsistent;
+* ``random_consistency``: the same for a uniformly random allowed word **on the same
+  boards**, computed exactly (the share of the 11,072 allowed words that fit each board),
+  and ``consistency_vs_random``, the ratio;
+* ``control_consistency``: the shuffled-feedback control. Each game's board is kept (the
+  agent's own words) but its feedback is recomputed for the secret of another game (a
+  seeded derangement); the agent's actual guess is scored against that board. An agent
+  that ignores the feedback is as consistent with the wrong feedback as with the right one;
+  one that reads it is far more consistent with its own;
+* ``solve_rate`` with a Wilson 95 % interval (``solve_rate_low``/``_high``), and the
+  random-answer-word policy's exact solve rate (a distinct answer each of 6 turns:
+  6 / 1,923 = 0.31 %) as the floor to beat;
+* ``top_guess_share``/``top_guess``: the most common guessed word's share of the turns
+  that made a guess.
+
+>>> from mtrl_gym.envs.wordle.solver import format_guess
+>>> m = play_metrics([("paste", [format_guess("crane"), format_guess("paste")])])
+>>> m["solve_rate"], m["valid_word_rate"], m["consistency"]
+(1.0, 1.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mtrl_gym.envs.wordle import game
+
+__all__ = ["TurnFacts", "replay_game", "board_consistent", "random_consistency", "play_metrics", "wilson_interval",
+           "RANDOM_ANSWER_SOLVE_RATE"]
+
+#: Solve rate of a policy that plays a distinct random answer-list word on each of 6 turns.
+RANDOM_ANSWER_SOLVE_RATE = game.MAX_GUESSES / len(game.answers())
+
+
+@dataclass
+class TurnFacts:
+    """One agent turn of a replayed game."""
+
+    guess: str | None
+    """The parsed guess (lower-case), or None (no parsable guess)."""
+    valid: bool
+    """A 5-letter dictionary word (repeats included)."""
+    repeated: bool
+    board: list[tuple[str, int]]
+    """The played ``(word, pattern code)`` before this turn."""
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95 % by default); ``(0, 1)`` when n = 0.
+
+    >>> [round(x, 4) for x in wilson_interval(0, 128)]
+    [0.0, 0.0291]
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def replay_game(secret: str, actions: Sequence[str]) -> tuple[list[TurnFacts], bool]:
+    """Replay ``actions`` against ``secret`` in the bare env; ``(turn facts, solved)``.
+
+    Replay stops when the env ends the game; actions after that are ignored.
+    """
+    from mtrl_gym.envs.wordle.env import WordleEnv
+
+    env = WordleEnv()
+    env.reset(seed=0, options={"answer": secret})
+    board: list[tuple[str, int]] = []
+    turns: list[TurnFacts] = []
+    solved = False
+    for action in actions:
+        _, _, terminated, truncated, info = env.step(str(action))
+        guess = info.get("guess")
+        valid = bool(info.get("in_dictionary")) and guess is not None and len(guess) == game.WORD_LENGTH
+        turns.append(TurnFacts(guess, valid, bool(info.get("repeated")), list(board)))
+        if info.get("valid") and info.get("feedback") is not None:
+            codes = [game.COLOR_NAMES.index(c) for c in info["feedback"]]
+            board.append((guess, game.pattern_code(codes)))
+        solved = bool(info.get("solved"))
+        if terminated or truncated:
+            break
+    return turns, solved
+
+
+def board_consistent(guess: str | None, board: Sequence[tuple[str, int]]) -> bool:
+    """Whether ``guess`` is an allowed word that gives every board word its recorded feedback
+    (i.e. it could be the secret)."""
+    if guess is None or guess not in game.allowed_index():
+        return False
+    return all(game.pattern_code(game.feedback(word, guess)) == code for word, code in board)
+
+
+def random_consistency(board: Sequence[tuple[str, int]]) -> float:
+    """Share of the allowed words consistent with ``board`` (a random word's chance)."""
+    letters = _allowed_letters()
+    mask = np.ones(len(letters), dtype=bool)
+    for word, code in board:
+        mask &= game.feedback_codes(game.letters_of([word]), letters)[0] == code
+    return float(mask.mean())
+
+
+def _allowed_letters() -> np.ndarray:
+    global _LETTERS
+    if _LETTERS is None:
+        _LETTERS = game.letters_of(game.allowed_guesses())
+    return _LETTERS
+
+
+_LETTERS: np.ndarray | None = None
+
+
+def _derangement(n: int, seed: int) -> list[int]:
+    """A seeded permutation of ``range(n)`` with no fixed point (identity when n < 2)."""
+    if n < 2:
+        return list(range(n))
+    order = np.random.default_rng(seed).permutation(n)
+    shifted = np.roll(order, 1)  # i -> the next index in a random cycle: never itself
+    out = [0] * n
+    for a, b in zip(order, shifted):
+        out[int(a)] = int(b)
+    return out
+
+
+def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: int = 0) -> dict[str, Any]:
+    """The metrics of the module docstring over ``games`` = ``[(secret, actions), ...]``."""
+    replays = [replay_game(secret, actions) for secret, actions in games]
+    secrets = [secret for secret, _ in games]
+    other = _derangement(len(games), control_seed)
+    turns = valid = new = later = consistent = control = 0
+    random_sum = 0.0
+    guesses: Counter[str] = Counter()
+    for g, (facts, _) in enumerate(replays):
+        for f in facts:
+            turns += 1
+            valid += f.valid
+            new += f.valid and not f.repeated
+            if f.guess is not None:
+                guesses[f.guess] += 1
+            if not f.board:
+                continue
+            later += 1
+            consistent += (not f.repeated) and board_consistent(f.guess, f.board)
+            random_sum += random_consistency(f.board)
+            shuffled = [(w, game.pattern_code(game.feedback(w, secrets[other[g]]))) for w, _ in f.board]
+            control += (not f.repeated) and board_consistent(f.guess, shuffled)
+    solved = sum(s for _, s in replays)
+    low, high = wilson_interval(solved, len(games))
+    top, top_n = guesses.most_common(1)[0] if guesses else ("", 0)
+    def rate(a, b):
+        return (a / b if b else 0.0)
+    cons, rand = rate(consistent, later), rate(random_sum, later)
+    return {"games": len(games), "turns": turns, "later_turns": later,
+            "valid_word_rate": rate(valid, turns), "new_word_rate": rate(new, turns),
+            "consistency": cons, "random_consistency": rand,
+            "consistency_vs_random": cons / rand if rand else 0.0,
+            "control_consistency": rate(control, later),
+            "solve_rate": rate(solved, len(games)), "solved": solved, "solve_rate_low": low, "solve_rate_high": high,
+            "random_answer_solve_rate": RANDOM_ANSWER_SOLVE_RATE,
+            "top_guess": top, "top_guess_share": rate(top_n, sum(guesses.values()))}
+
+
+def records_play_metrics(records: Sequence[Mapping[str, Any]], *, split_seed: int = 42) -> dict[str, Any]:
+    """:func:`play_metrics` of evaluation episode records (dicts with ``messages``, ``task_id``,
+    ``final_info``): the secret is the final step's ``info["answer"]``, else the split row named
+    by the record's ``task_id``; records whose secret cannot be found are left out."""
+    from mtrl_gym.envs.wordle.profile import wordle_split
+
+    by_id = {row["id"]: row["answer"] for split in wordle_split(seed=split_seed) for row in split}
+    games = []
+    for record in records:
+        secret = (record.get("final_info") or {}).get("answer") or by_id.get(str(record.get("task_id", "")))
+        if not secret:
+            continue
+        actions = [str(m.get("content") or "") for m in record.get("messages") or [] if m.get("role") == "assistant"]
+        games.append((str(secret), actions))
+    return play_metrics(games)

@@ -1,0 +1,295 @@
+"""Expert demonstrations: a reference policy's episodes, as token-level training data.
+
+A demonstration is an ordinary :class:`~mtrl_gym.rollout.trajectory.Trajectory` played by
+the normal rollout engine, so its tokens are exactly the training format: the chat
+template, the format prefill (``assistant_prefix``, masked out), the stop strings, and
+``loss_mask = 1`` on the assistant's own tokens only. Only the sampler differs:
+:class:`TeacherSampler` "samples" the text a reference policy chose for that episode's
+board, tokenised, cut after the first stop string like a real sampler would cut it (the
+completing token kept), or closed with the end-of-turn token. Its log-probs are 0.0 (a
+teacher has none); supervised fine-tuning does not use them.
+
+Each env of the engine is wrapped in :class:`PolicyDriven`, which runs the reference
+policy beside the env: after every reset and step it asks the policy for the next action.
+:class:`_DemoEngine` tells the sampler which episode (``session_id``) plays in which env.
+
+Reference policies by name (:func:`reference_policy`), from the env's profile: Wordle
+``teacher`` (:class:`~mtrl_gym.envs.wordle.teacher.ConsistentTeacher`, ``choice`` ranked /
+random / solver) and ``solver`` (the entropy solver); SOP domains ``teacher``/``solver``
+(the domain's reference procedure, :class:`~mtrl_gym.envs.sop.replay.OracleReplay`).
+
+Demonstrations are never made from evaluation tasks: ``split="val"`` (or an env made with
+``split="val"``) raises :class:`~mtrl_gym.error.ConfigError`.
+
+    mtrl-gym demos --config cpu --policy teacher -n 600 --out demos.jsonl
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
+from mtrl_gym.rollout.samplers.base import (
+    Sampler,
+    SampleRequest,
+    SampleResult,
+    SamplingParams,
+)
+from mtrl_gym.rollout.trajectory import Trajectory, save_jsonl
+
+__all__ = ["DemoConfig", "TeacherSampler", "PolicyDriven", "reference_policy", "make_demos", "teacher_tokens",
+           "POLICY_NAMES", "read_demo_meta"]
+
+POLICY_NAMES = ("teacher", "solver")
+_POLICY_SALT = 0x54454143  # "TEAC": the policy's draws, apart from the env's
+
+
+def reference_policy(name: str, env: gymnasium.Env, **kwargs: Any):
+    """The reference policy ``name`` for ``env``, from the env's profile (``kwargs``: its options)."""
+    from mtrl_gym.envs.profile import profile_of
+
+    if name not in POLICY_NAMES:
+        raise ConfigError(f"unknown demonstration policy {name!r}; use one of {POLICY_NAMES}")
+    profile = profile_of(env)
+    if name not in profile.reference_policies:
+        raise ConfigError(f"{type(env.unwrapped).__name__} has no {name!r} policy for demonstrations; its "
+                          f"profile has: {', '.join(profile.reference_policies) or 'none'}")
+    return profile.policy(name, env, **kwargs)
+
+
+class PolicyDriven(gymnasium.Wrapper):
+    """Runs a reference policy beside the env: :attr:`next_action` is its action for the
+    current observation (recomputed after every reset and step).
+
+    The policy's random draws come from ``np.random.default_rng([seed, salt])`` of the
+    reset seed, so the same seed gives the same demonstration.
+    """
+
+    def __init__(self, env: gymnasium.Env, policy: Any):
+        super().__init__(env)
+        self.policy = policy
+        self.next_action: str | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        rng = np.random.default_rng(None if seed is None else [int(seed), _POLICY_SALT])
+        task = (options or {}).get("task")
+        self.policy.reset(info, rng, seed=seed, task=task)
+        self.next_action = str(self.policy(obs, info))
+        return obs, info
+
+    def step(self, action: str):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.next_action = None if (terminated or truncated) else str(self.policy(obs, info))
+        return obs, reward, terminated, truncated, info
+
+
+def teacher_tokens(tokenizer, text: str, *, assistant_prefix: str = "", stop: Sequence[str] = (),
+                   end_token_id: int | None = None) -> tuple[list[int], str]:
+    """Tokens a model would have to sample to write the action ``text``; ``(ids, finish)``.
+
+    ``text`` is the whole action (prefill included). The prefill is removed (it is context),
+    the rest is cut after the first stop string (kept, like a sampler keeps the completing
+    token), or closed with ``end_token_id`` when no stop string occurs. The ids continue
+    the prefill's tokens the way the tokenizer splits prefill + rest, when that tokenisation
+    starts with the prefill's own tokens.
+    """
+    if not text.startswith(assistant_prefix):
+        raise ConfigError(f"the reference action {text[:80]!r} does not start with the format prefill "
+                          f"{assistant_prefix!r}; make demonstrations with the prefill the policy writes")
+    rest = text[len(assistant_prefix):]
+    cuts = [(rest.index(s) + len(s)) for s in stop if s in rest]
+    finish = "stop"
+    if cuts:
+        rest = rest[:min(cuts)]
+    def encode(s):
+        return (list(tokenizer.encode(s, add_special_tokens=False)))
+    ids = encode(rest)
+    if assistant_prefix:
+        head, whole = encode(assistant_prefix), encode(assistant_prefix + rest)
+        if whole[:len(head)] == head:
+            ids = whole[len(head):]
+    if not cuts:
+        if end_token_id is None:
+            raise ConfigError("the action has no stop string and the tokenizer has no end-of-turn token")
+        ids = ids + [int(end_token_id)]
+    return ids, finish
+
+
+class TeacherSampler(Sampler):
+    """A sampler whose "samples" are a reference policy's actions (see the module docstring).
+
+    Args:
+        tokenizer: the trained model's tokenizer.
+        assistant_prefix: the rollout's format prefill (the policy writes it, the sampler drops it).
+        end_token_id: token that ends a turn without a stop string (default: the tokenizer's EOS).
+    """
+
+    name = "teacher"
+
+    def __init__(self, tokenizer, *, assistant_prefix: str = "", end_token_id: int | None = None):
+        self.tokenizer = tokenizer
+        self.assistant_prefix = assistant_prefix
+        self.end_token_id = end_token_id if end_token_id is not None else tokenizer.eos_token_id
+        self._envs: dict[str, PolicyDriven] = {}
+
+    def attach(self, session_id: str, env: gymnasium.Env) -> None:
+        """Episode ``session_id`` plays in ``env`` (a :class:`PolicyDriven` somewhere in its stack)."""
+        layer = env
+        while not isinstance(layer, PolicyDriven):
+            if not isinstance(layer, gymnasium.Wrapper):
+                raise ConfigError("TeacherSampler needs envs wrapped in PolicyDriven (make_demos does this)")
+            layer = layer.env
+        self._envs[session_id] = layer
+
+    def sample(self, requests: Sequence[SampleRequest]) -> list[SampleResult]:
+        out = []
+        for req in requests:
+            env = self._envs.get(req.session_id or "")
+            if env is None or env.next_action is None:
+                out.append(SampleResult([], [], "error", prompt_tokens=len(req.prompt_ids),
+                                        error=f"no reference action for session {req.session_id!r}"))
+                continue
+            try:
+                ids, finish = teacher_tokens(self.tokenizer, env.next_action, assistant_prefix=self.assistant_prefix,
+                                             stop=req.params.stop, end_token_id=self.end_token_id)
+            except ConfigError as e:
+                out.append(SampleResult([], [], "error", prompt_tokens=len(req.prompt_ids), error=str(e)))
+                continue
+            if len(ids) > req.params.max_new_tokens:
+                ids, finish = ids[:req.params.max_new_tokens], "length"
+            out.append(SampleResult(ids, [0.0] * len(ids), finish, prompt_tokens=len(req.prompt_ids)))
+        return out
+
+    def end_session(self, session_id: str) -> None:
+        self._envs.pop(session_id, None)
+
+
+class _DemoEngine(RolloutEngine):
+    """The rollout engine, telling the teacher sampler which env each episode plays in."""
+
+    def _start(self, task, g, k, base, run):
+        ep = super()._start(task, g, k, base, run)
+        if ep.env is not None and not ep.done:
+            self.sampler.attach(ep.session, ep.env)
+        return ep
+
+
+@dataclass
+class DemoConfig:
+    """How demonstrations are made (``mtrl-gym demos``)."""
+
+    env: str = "mtrl/Wordle-v0"
+    """Registered environment id."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the env."""
+    env_wrappers: list[dict[str, Any]] = field(default_factory=list)
+    """Wrappers between the env and the policy, e.g. the run's ``SystemPrompt`` (the format
+    the model will be served in); same format as ``GRPOConfig.env_wrappers``."""
+    policy: str = "teacher"
+    """Reference policy: ``teacher`` or ``solver``."""
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Options of the policy, e.g. ``{"choice": "random"}`` for the Wordle teacher."""
+    num_episodes: int = 600
+    """Demonstrations to write (training tasks are cycled through in order)."""
+    split: str = "train"
+    """Task split; only ``train``: demonstrations are never made from evaluation tasks."""
+    train_size: int = 640
+    """Training tasks of the env's generated split (Wordle: ``wordle_split``)."""
+    val_size: int = 128
+    """Validation tasks of that split (kept out of the demonstrations)."""
+    split_seed: int = 42
+    """Seed of the generated split."""
+    model: str = "smollm2-135m"
+    """Model whose tokenizer and chat template the tokens are made with."""
+    assistant_prefix: str = ""
+    """Format prefill of every assistant turn (as in training)."""
+    stop: list[str] = field(default_factory=list)
+    """Stop strings (as in training)."""
+    max_turns: int | None = None
+    """Most assistant turns per demonstration; None: until the env ends the episode."""
+    max_episode_tokens: int = 4096
+    """Token budget of one demonstration."""
+    seed: int = 0
+    """Base reset seed (episode ``i`` resets with ``seed + i``)."""
+
+    def __post_init__(self) -> None:
+        if self.split != "train" or self.env_kwargs.get("split", "train") != "train":
+            raise ConfigError(f"demonstrations are made from training tasks only, got split="
+                              f"{self.env_kwargs.get('split', self.split)!r}: evaluation tasks must stay unseen. "
+                              "Use split='train'")
+        if self.num_episodes < 1:
+            raise ConfigError(f"`num_episodes` must be >= 1, got {self.num_episodes!r}")
+        if self.policy not in POLICY_NAMES:
+            raise ConfigError(f"`policy` must be one of {POLICY_NAMES}, got {self.policy!r}")
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+
+
+def _train_tasks(config: DemoConfig) -> list[dict[str, Any]] | None:
+    from mtrl_gym.trainers.grpo.data import load_task_splits
+
+    train, _ = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
+                                split_seed=config.split_seed)
+    return train
+
+
+def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gymnasium.Env] | None = None,
+               tasks: Sequence[Mapping[str, Any] | None] | None = None) -> list[Trajectory]:
+    """Play ``config.num_episodes`` demonstrations; returns their trajectories.
+
+    ``tokenizer`` defaults to ``config.model``'s; ``env`` (an id or factory) replaces
+    ``config.env``; ``tasks`` replaces the generated training split (None rows let the env
+    draw tasks from the reset seeds).
+    """
+    from mtrl_gym.trainers.grpo.factory import build_wrappers
+
+    if tokenizer is None:
+        from mtrl_gym import models
+
+        tokenizer = models.load_tokenizer(config.model)
+    source = env if env is not None else config.env
+    wrappers = build_wrappers(config.env_wrappers)
+
+    def driven(e: gymnasium.Env) -> gymnasium.Env:
+        return PolicyDriven(e, reference_policy(config.policy, e, **config.policy_kwargs))
+
+    rows = list(tasks) if tasks is not None else _train_tasks(config)
+    if not rows:
+        rows = [None]
+    chosen = [rows[i % len(rows)] for i in range(config.num_episodes)]
+    sampler = TeacherSampler(tokenizer, assistant_prefix=config.assistant_prefix)
+    rollout = RolloutConfig(group_size=1, sampling=SamplingParams(temperature=0.0, max_new_tokens=4096,
+                                                                  stop=tuple(config.stop)),
+                            max_turns=config.max_turns, max_episode_tokens=config.max_episode_tokens,
+                            seed=config.seed, env_kwargs=dict(config.env_kwargs),
+                            assistant_prefix=config.assistant_prefix, unfinished_reward="sum")
+    with _DemoEngine(source, sampler, tokenizer, rollout, wrappers=[*wrappers, driven]) as engine:
+        return engine.collect(chosen, seed=config.seed)
+
+
+def write_demos(trajectories: Sequence[Trajectory], path: str | os.PathLike, config: DemoConfig) -> Path:
+    """Save demonstrations as trajectory JSONL, with ``<path>.meta.json`` describing how they were made."""
+    path = save_jsonl(trajectories, path)
+    meta = {"config": asdict(config), "episodes": len(trajectories),
+            "solved": sum(bool(t.metrics.get("success")) for t in trajectories),
+            "failed": sum(t.failed for t in trajectories),
+            "assistant_tokens": sum(t.trainable_tokens for t in trajectories),
+            "tokens": sum(len(t.token_ids) for t in trajectories)}
+    Path(str(path) + ".meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return path
+
+
+def read_demo_meta(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The ``.meta.json`` written next to a demonstration file, or None."""
+    meta = Path(str(path) + ".meta.json")
+    return json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else None

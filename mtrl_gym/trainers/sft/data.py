@@ -1,0 +1,88 @@
+"""Demonstrations in, train sequences out, in a seeded epoch order that resumes exactly.
+
+:func:`load_demonstrations` reads trajectory JSONL files (``mtrl-gym demos``) and turns
+every trajectory with assistant tokens into a
+:class:`~mtrl_gym.trainers.grpo.batching.TrainSequence` (the GRPO trainer's record: the
+tokens up to the last target, the positions that predict a target, the targets).
+:class:`DemoStream` hands out batches: each epoch is a permutation seeded by
+``(seed, epoch)``, and its state (epoch, position) is saved in checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mtrl_gym.error import ConfigError
+from mtrl_gym.trainers.grpo.batching import TrainSequence, build_sequence
+from mtrl_gym.rollout.trajectory import Trajectory, iter_jsonl
+
+__all__ = ["load_demonstrations", "demo_sequences", "DemoStream"]
+
+
+def load_demonstrations(paths: Sequence[str | os.PathLike]) -> list[Trajectory]:
+    """All trajectories of the files, in order; failed ones are skipped."""
+    if not paths:
+        raise ConfigError("no demonstration files given; make some with `mtrl-gym demos ... --out demos.jsonl`")
+    out: list[Trajectory] = []
+    for path in paths:
+        if not os.path.isfile(path):
+            raise ConfigError(f"demonstration file {str(path)!r} does not exist")
+        out.extend(t for t in iter_jsonl(path) if not t.failed)
+    return out
+
+
+def demo_sequences(trajectories: Sequence[Trajectory], *, vocab_size: int | None = None) -> list[TrainSequence]:
+    """One train sequence per trajectory with assistant tokens (targets = ``loss_mask == 1``)."""
+    seqs = []
+    for i, t in enumerate(trajectories):
+        if vocab_size is not None and t.token_ids and max(t.token_ids) >= vocab_size:
+            raise ConfigError(f"demonstration {i} ({t.task_id!r}) has token id {max(t.token_ids)} >= the model's "
+                              f"vocabulary size {vocab_size}: it was made with another tokenizer")
+        seq = build_sequence(t.token_ids, t.loss_mask, [0.0] * len(t.token_ids), 1.0, index=i)
+        if seq is not None:
+            seqs.append(seq)
+    if not seqs:
+        raise ConfigError("the demonstration files hold no assistant tokens to train on")
+    return seqs
+
+
+class DemoStream:
+    """Batches of ``batch_size`` sequences, epoch after epoch, each epoch in its own seeded order."""
+
+    def __init__(self, sequences: Sequence[TrainSequence], batch_size: int, seed: int):
+        self.sequences = list(sequences)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.epoch = 0
+        self.position = 0
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    @property
+    def epochs_done(self) -> float:
+        return self.epoch + self.position / max(len(self.sequences), 1)
+
+    def _order(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self.sequences))
+
+    def next_batch(self) -> list[TrainSequence]:
+        out: list[TrainSequence] = []
+        while len(out) < self.batch_size:
+            order = self._order(self.epoch)
+            take = order[self.position:self.position + self.batch_size - len(out)]
+            out.extend(self.sequences[i] for i in take)
+            self.position += len(take)
+            if self.position >= len(order):
+                self.epoch, self.position = self.epoch + 1, 0
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])

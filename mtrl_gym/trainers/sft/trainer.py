@@ -1,0 +1,210 @@
+"""The SFT loop: demonstrations -> LoRA adapter, with the GRPO trainer's machinery.
+
+One step of :class:`SFTTrainer` (:meth:`SFTTrainer.train_step`): take ``batch_size``
+demonstrations (:class:`~mtrl_gym.trainers.sft.data.DemoStream`), cut them into
+micro-batches (the GRPO layouts, shared-prefix packing included), compute the token
+cross-entropy of the assistant tokens (:func:`~mtrl_gym.trainers.sft.loss.sft_loss`,
+divided by the whole batch's target count so accumulation is exact), clip, AdamW step.
+
+Reused from the GRPO trainer: model loading (``factory.load_model``), LoRA
+(``policy.prepare_policy``), optimiser and schedule, checkpoints and exact resume
+(``checkpoint``), ``metrics.jsonl`` + MLflow (``tracking.RunRecorder``) and the progress
+bar. The result is a checkpoint folder whose ``adapter/`` GRPO starts from
+(``GRPOConfig.init_adapter``) and ``mtrl-gym eval --adapter`` evaluates.
+
+Metrics per step: ``train/loss`` (mean cross-entropy per assistant token),
+``train/token_accuracy`` (argmax = target), ``train/grad_norm``, ``train/lr``,
+``train/targets``, ``throughput/tokens_per_s`` (token positions computed, per second),
+``throughput/target_tokens_per_s``, ``time/step_s``, ``data/epoch``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mtrl_gym.error import ConfigError
+from mtrl_gym.trainers.grpo import checkpoint as ckpt
+from mtrl_gym.trainers.grpo.batching import (
+    make_micro_batches,
+    resolve_packing,
+    target_logits,
+)
+from mtrl_gym.trainers.grpo.factory import load_model
+from mtrl_gym.trainers.grpo.policy import (
+    LRSchedule,
+    autocast,
+    build_optimizer,
+    prepare_policy,
+    resolve_autocast,
+    trainable_parameters,
+)
+from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, make_tracker
+from mtrl_gym.trainers.sft.config import SFTConfig
+from mtrl_gym.trainers.sft.data import DemoStream, demo_sequences, load_demonstrations
+from mtrl_gym.trainers.sft.loss import sft_loss
+from mtrl_gym.rollout.trajectory import Trajectory
+
+__all__ = ["SFTTrainer"]
+
+
+class SFTTrainer:
+    """Supervised fine-tuning of a LoRA adapter (or all weights) on demonstrations.
+
+    Args:
+        config: the run's :class:`SFTConfig`.
+        model, tokenizer: a transformers causal LM and its tokenizer; default: ``config.model``.
+        demos: trajectories to train on instead of ``config.demos`` files.
+        tracker: where metrics go besides ``metrics.jsonl``; default from ``config.tracker``.
+        resume: a checkpoint folder or a run folder (its latest checkpoint) to continue from.
+    """
+
+    def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None,
+                 demos: list[Trajectory] | None = None, tracker: Any = None, resume: str | Path | None = None):
+        from mtrl_gym.trainers.grpo.trainer import seed_everything
+
+        self.config = c = config
+        self.run_dir = Path(c.output_dir)
+        seed_everything(c.seed)
+        if (model is None) != (tokenizer is None):
+            raise ConfigError("pass both `model` and `tokenizer`, or neither (then config.model is loaded)")
+        if model is None:
+            model, tokenizer = load_model(c)
+        self.tokenizer = tokenizer
+        self.policy = prepare_policy(model, full_finetune=c.full_finetune, lora_rank=c.lora_rank,
+                                     lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout,
+                                     lora_target_modules=c.lora_target_modules,
+                                     gradient_checkpointing=c.gradient_checkpointing, seed=c.seed,
+                                     lora_layers=c.lora_layers)
+        self.device = next(self.policy.parameters()).device
+        trajectories = demos if demos is not None else load_demonstrations(c.demos)
+        vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
+        self.data = DemoStream(demo_sequences(trajectories, vocab_size=vocab), c.batch_size, c.seed)
+        self.total_steps = self._total_steps()
+        self.optimizer = build_optimizer(self.policy, learning_rate=c.learning_rate, weight_decay=c.weight_decay)
+        self.schedule = LRSchedule(c.learning_rate, c.lr_schedule, total_steps=self.total_steps,
+                                   warmup_steps=c.warmup_steps, min_ratio=c.min_lr_ratio)
+        self.autocast_dtype = resolve_autocast(c.autocast_dtype, self.device)
+        self.packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
+        self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+        self.step = 0
+        self.seconds = 0.0
+        self.last_saved_step: int | None = None
+        tracker_run_id = None
+        if resume is not None:
+            state = ckpt.load_checkpoint(resume, policy=self.policy, optimizer=self.optimizer)
+            self.step = int(state["step"])
+            self.schedule.load_state_dict(state["schedule"])
+            self.data.load_state_dict(state["data"])
+            self.seconds = float(state.get("seconds", 0.0))
+            tracker_run_id = state.get("tracker_run_id")
+            ckpt.restore_rng(state["rng"])
+            self.last_saved_step = self.step
+        self._tracker_run_id = tracker_run_id
+        self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
+            c.tracker, tracking_uri=c.tracking_uri, experiment=c.experiment, run_name=c.resolved_run_name))
+
+    def _total_steps(self) -> int:
+        c = self.config
+        limits = [c.max_steps] if c.max_steps is not None else []
+        if c.max_epochs is not None:
+            limits.append(math.ceil(c.max_epochs * len(self.data) / c.batch_size))
+        return max(min(limits), 1)
+
+    # ------------------------------------------------------------------ the loop
+
+    def train(self) -> dict[str, Any]:
+        """Run until the step (or time) limit; returns the summary (also in ``summary.json``)."""
+        c = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        c.save(self.run_dir / "config.yaml")
+        if self.step:
+            self.recorder.truncate_after(self.step)
+        self.recorder.tracker.start({**c.to_dict(), "total_steps": self.total_steps, "packing": self.packing,
+                                     "autocast": str(self.autocast_dtype), "demonstrations": len(self.data)},
+                                    run_id=self._tracker_run_id)
+        progress = StepProgress(self.total_steps, self.step, c.progress, desc="sft")
+        status = "FAILED"
+        started = time.monotonic() - self.seconds
+        try:
+            while self.step < self.total_steps:
+                metrics = self.train_step()
+                progress.update(metrics)
+                self.seconds = time.monotonic() - started
+                if c.save_every and self.step % c.save_every == 0:
+                    self.save_checkpoint()
+                if c.max_minutes is not None and self.seconds >= 60 * c.max_minutes:
+                    progress.write(f"sft: stopping after {self.seconds / 60:.1f} min (max_minutes={c.max_minutes})")
+                    break
+            if self.last_saved_step != self.step:
+                self.save_checkpoint()
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            progress.write(f"interrupted: checkpointed step {self.step} in {self.save_checkpoint()}")
+            raise
+        finally:
+            progress.close()
+            summary = {"run_dir": str(self.run_dir), "status": status, "steps": self.step,
+                       "seconds": self.seconds, "epochs": self.data.epochs_done,
+                       "adapter": str(self.adapter_path()), "tracker_run_id": self.recorder.tracker.run_id}
+            self.recorder.summary(summary)
+            self.recorder.tracker.finish(status)
+        return summary
+
+    def train_step(self) -> dict[str, float]:
+        """One optimiser step on the next batch; returns (and logs) its metrics."""
+        c = self.config
+        started = time.perf_counter()
+        batch = self.data.next_batch()
+        micro_batches = make_micro_batches(batch, c.micro_batch_tokens, self.packing, pad_token_id=self.pad_token_id)
+        denominator = float(max(sum(s.num_targets for s in batch), 1))
+        lr = self.schedule.apply(self.optimizer)
+        self.policy.train()
+        nll = 0.0
+        correct = count = slots = 0
+        for micro in micro_batches:
+            on_device = micro.to(self.device)
+            with autocast(self.device, self.autocast_dtype):
+                logits = target_logits(self.policy, on_device)
+            out = sft_loss(logits, micro.cat("targets").to(self.device), denominator=denominator)
+            out.loss.backward()
+            nll += out.nll_sum
+            correct += out.correct
+            count += out.count
+            slots += micro.num_slots
+        params = [p for p in trainable_parameters(self.policy) if p.grad is not None]
+        norm = float(torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm or math.inf)) if params else 0.0
+        if math.isfinite(norm):
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        seconds = time.perf_counter() - started
+        metrics = {"train/loss": nll / max(count, 1), "train/token_accuracy": correct / max(count, 1),
+                   "train/grad_norm": norm, "train/lr": lr, "train/targets": float(count),
+                   "train/micro_batches": float(len(micro_batches)),
+                   "throughput/tokens_per_s": slots / seconds, "throughput/target_tokens_per_s": count / seconds,
+                   "time/step_s": seconds, "data/epoch": self.data.epochs_done}
+        if self.step % c.log_every == 0 or self.step == self.total_steps:
+            self.recorder.log(metrics, self.step)
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_checkpoint(self) -> Path:
+        state = {"schedule": self.schedule.state_dict(), "data": self.data.state_dict(), "rng": ckpt.capture_rng(),
+                 "seconds": self.seconds, "tracker_run_id": self.recorder.tracker.run_id}
+        path = ckpt.save_checkpoint(self.run_dir, self.step, policy=self.policy, optimizer=self.optimizer,
+                                    state=state, config=self.config, tokenizer=self.tokenizer,
+                                    keep=self.config.keep_checkpoints)
+        self.last_saved_step = self.step
+        return path
+
+    def adapter_path(self) -> Path:
+        """The adapter folder of the latest checkpoint (``.../step_N/adapter``)."""
+        return self.run_dir / "checkpoints" / f"step_{self.step:06d}" / ("model" if self.config.full_finetune
+                                                                          else "adapter")

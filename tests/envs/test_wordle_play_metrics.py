@@ -1,0 +1,85 @@
+"""Wordle play metrics: hand-checked games, the random baseline, the shuffled control, Wilson."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mtrl_gym.envs.wordle import game
+from mtrl_gym.envs.wordle.play_metrics import (
+    RANDOM_ANSWER_SOLVE_RATE,
+    board_consistent,
+    play_metrics,
+    random_consistency,
+    wilson_interval,
+)
+from mtrl_gym.envs.wordle.solver import format_guess
+from mtrl_gym.evaluation.play_metrics import env_play_metrics
+
+G = format_guess
+
+
+def test_a_hand_checked_game():
+    # secret paste: crane gives A yellow (not at 3), E green; slate has its A at 3, so it breaks
+    # that clue; "crane" again is a repeat; "zzzzz" is not a word; paste fits everything
+    m = play_metrics([("paste", [G("crane"), G("slate"), G("crane"), G("zzzzz"), G("paste")])])
+    assert m["turns"] == 5 and m["later_turns"] == 4
+    assert m["valid_word_rate"] == pytest.approx(4 / 5)       # zzzzz is not a word
+    assert m["new_word_rate"] == pytest.approx(3 / 5)         # the repeat is valid, not new
+    assert m["consistency"] == pytest.approx(1 / 4)           # only paste fits all feedback
+    assert m["solve_rate"] == 1.0 and m["solved"] == 1
+    assert m["top_guess"] == "crane" and m["top_guess_share"] == pytest.approx(2 / 5)
+
+
+def test_random_consistency_is_the_share_of_allowed_words_that_fit():
+    board = [("crane", game.pattern_code(game.feedback("crane", "paste")))]
+    share = random_consistency(board)
+    fit = sum(board_consistent(w, board) for w in game.allowed_guesses())
+    assert share == pytest.approx(fit / len(game.allowed_guesses()))
+    assert random_consistency([]) == 1.0
+
+
+def test_the_shuffled_control_separates_reading_from_ignoring_feedback():
+    import gymnasium
+    import numpy as np
+
+    from mtrl_gym.envs.wordle.teacher import (
+        ConsistentTeacher,  # reads the feedback: always consistent
+    )
+
+    env, teacher, games = gymnasium.make("mtrl/Wordle-v0"), ConsistentTeacher(), []
+    for secret in game.answers()[:60]:
+        obs, info = env.reset(options={"answer": secret})
+        teacher.reset(info, np.random.default_rng(0))
+        actions, done = [], False
+        while not done:
+            actions.append(teacher(obs, info))
+            obs, _, done, _, info = env.step(actions[-1])
+        games.append((secret, actions))
+    m = play_metrics(games)
+    assert m["consistency"] == 1.0 and m["control_consistency"] < 0.2
+    assert m["consistency_vs_random"] > 3
+
+
+def test_wilson_interval_and_the_random_answer_floor():
+    low, high = wilson_interval(5, 128)
+    assert low == pytest.approx(0.0168, abs=1e-4) and high == pytest.approx(0.0882, abs=1e-4)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert RANDOM_ANSWER_SOLVE_RATE == pytest.approx(6 / 1923)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=6))
+def test_any_text_scores_within_bounds(actions):
+    m = play_metrics([("paste", actions)])
+    for key in ("valid_word_rate", "new_word_rate", "consistency", "control_consistency", "top_guess_share"):
+        assert 0.0 <= m[key] <= 1.0
+
+
+def test_env_play_metrics_reads_eval_records_and_skips_other_envs():
+    record = {"task_id": "wordle_val_0000", "final_info": {},
+              "messages": [{"role": "assistant", "content": G("crane")}]}
+    m = env_play_metrics("mtrl/Wordle-v0", [record])
+    assert m["games"] == 1 and m["turns"] == 1
+    assert env_play_metrics("mtrl/SOP-DangerousGoods-v0", [record]) is None
