@@ -536,3 +536,17 @@ def test_incremental_summary_equals_the_full_rebuild_even_on_contradictory_feedb
         new.update(word, fb)
         old.update(word, fb)
         assert new.summary() == old.summary()
+
+
+def test_a_message_cut_by_the_parser_is_flagged_and_explained():
+    import gymnasium
+
+    from mtrl_gym.parsing import MAX_PARSE_CHARS
+
+    env = gymnasium.make("mtrl/Wordle-v0")
+    env.reset(seed=0)
+    call = '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>'
+    obs, _, _, _, info = env.step(" " * MAX_PARSE_CHARS + call)  # the valid call lies past the cut
+    assert info["message_truncated"] is True and info["error"] == "no_guess"
+    assert "your message was too long; only its beginning was read" in obs
+    assert "message_truncated" not in env.step(call)[4]

@@ -143,8 +143,10 @@ class WordleEnv(gymnasium.Env[str, str]):
     played), ``in_dictionary``, ``repeated``, ``solved``, ``guesses_used``, ``turns_used``,
     ``candidates_before``/``candidates_remaining`` (answers consistent with the feedback
     before/after this step), ``clue_violations`` (revealed clues the guess ignores),
-    ``new_letters`` (distinct letters not in earlier guesses). On the final step only:
-    ``answer`` and ``success``.
+    ``new_letters`` (distinct letters not in earlier guesses). ``message_truncated`` (True)
+    only on a step whose message was longer than the parser reads
+    (:data:`mtrl_gym.parsing.MAX_PARSE_CHARS`; the observation says so too). On the final
+    step only: ``answer`` and ``success``.
 
     ## Arguments
     ``gymnasium.make("mtrl/Wordle-v0", invalid_word="reject", max_steps=12)``;
@@ -298,6 +300,9 @@ class WordleEnv(gymnasium.Env[str, str]):
             if played.format == "loose":
                 info["loose_match"] = True
             content = self._play(played, info)
+        if parsed.truncated:  # only the first MAX_PARSE_CHARS characters were read
+            info["message_truncated"] = True
+            content += "\nNote: your message was too long; only its beginning was read."
 
         guesses = self._guesses_used
         terminated = info["solved"] or guesses >= MAX_GUESSES or turns >= self.max_steps
