@@ -37,3 +37,16 @@ def test_resume_keeps_and_overwrite_removes_only_the_run_s_files(tmp_path):
 def test_resume_and_overwrite_together_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="--resume and --overwrite exclude each other"):
         claim_output_dir(tmp_path, markers=TRAIN_MARKERS, resume=True, overwrite=True)
+
+
+def test_sft_refuses_a_folder_that_holds_a_run(tmp_path, capsys):
+    from mtrl_gym.cli import main
+
+    run = tmp_path / "sft"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text("")
+    assert main(["sft", "--demos", str(demos), "--out", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a run" in err and "--overwrite" in err and "--resume" in err

@@ -17,6 +17,8 @@ def register(sub) -> None:
     p.add_argument("--max-steps", type=int, default=None, help="optimiser steps")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this many minutes")
     p.add_argument("--resume", default=None, help="run or checkpoint folder to continue from")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --out (its metrics, checkpoints and summary)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override an SFTConfig field, e.g. --set learning_rate=3e-4 (repeatable)")
     p.set_defaults(func=run)
@@ -35,6 +37,10 @@ def run(args) -> int:
         values["max_minutes"] = args.max_minutes
     sources = [args.config] if args.config else []
     config = SFTConfig.load(*sources, values, overrides=args.overrides)
+    from mtrl_gym.run_folder import TRAIN_ARTEFACTS, TRAIN_MARKERS, claim_output_dir
+
+    claim_output_dir(config.output_dir, markers=TRAIN_MARKERS, artefacts=TRAIN_ARTEFACTS,
+                     resume=args.resume is not None, overwrite=args.overwrite, flag="--out")
     summary = SFTTrainer(config, resume=args.resume).train()
     print(f"sft: {summary['steps']} steps in {summary['seconds'] / 60:.1f} min; adapter: {summary['adapter']}")
     return 0
