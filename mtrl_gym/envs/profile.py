@@ -26,7 +26,7 @@ knobs (SOP: ``difficulty``), and a split function that takes none rejects them. 
 >>> import mtrl_gym
 >>> p = profile_of("mtrl/Wordle-v0")
 >>> p.split_names, sorted(p.reference_policies), p.eval_splits
-(('train', 'val', 'all'), ['random', 'solver'], frozenset({'val'}))
+(('train', 'val', 'all'), ['random', 'solver', 'teacher'], frozenset({'val'}))
 >>> len(p.tasks("val")), p.tasks("train", 2)[0]["id"]
 (128, 'wordle_train_0000')
 >>> profile_of("mtrl/Sandbox-Weather-v0").split_names

@@ -49,10 +49,10 @@ class FakeVLLM:
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
                     status, payload = fake.respond(body)
-                    self._send(status, payload)
-                finally:
+                finally:  # before the reply leaves: a client that has it may send the next request at once
                     with fake.lock:
                         fake.in_flight -= 1
+                self._send(status, payload)
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()
