@@ -1,6 +1,6 @@
 """Tool-call parsing from raw model text — one place, shared by every environment.
 
-Accepted formats, in order of precedence (DESIGN.md):
+Accepted formats, in order of precedence (docs/architecture.md):
 
 1. Hermes / Qwen tags: ``<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>``
    (the JSON may also be a list of calls, use the OpenAI shape, or lack the closing tag
