@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from mtrl_gym.envs.wordle.profile import RandomWordPolicy  # the single-agent env's random player
 from mtrl_gym.error import ConfigError
 
 __all__ = ["DuelSolverPolicy", "RandomWordPolicy", "ScriptedCustomer", "RandomCustomer", "CallOraclePolicy",
@@ -53,22 +54,6 @@ class DuelSolverPolicy:
             if info.get("opponent_guess") and info.get("opponent_feedback") is not None:
                 self.history.append((info["opponent_guess"], list(info["opponent_feedback"])))
         return _call("guess_word", {"guess": self.solver.next_guess(self.history)})
-
-
-class RandomWordPolicy:
-    """A uniformly random allowed Wordle word each turn, as a ``guess_word`` call."""
-
-    def __init__(self) -> None:
-        from mtrl_gym.envs.wordle.game import allowed_guesses
-
-        self._words = allowed_guesses()
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
-        self._rng = rng
-
-    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
-        return _call("guess_word", {"guess": self._words[int(self._rng.integers(len(self._words)))]})
 
 
 class ScriptedCustomer:
