@@ -14,9 +14,11 @@ already in ``--out`` (so an interrupted run continues):
    tokens only), for ``--sft-minutes``.
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
-4. **Three evaluations** on the held-out validation words, same words, reset seeds and
+4. **Evaluations** on the held-out validation words, same words, reset seeds and
    sampling (full 6-guess games, temperature 1.0): the base model, SFT only, SFT + GRPO,
-   scored by the bare env, with the Wordle play metrics
+   and, as policies of their own, SFT + GRPO and the base model with *dictionary decoding*
+   (each guess restricted to an allowed word; ``--no-dictionary`` skips them), all scored
+   by the bare env, with the Wordle play metrics
    (``mtrl_gym.envs.wordle.play_metrics``: valid/new-word rates, clue-consistency vs a
    random word on the same boards, the shuffled-feedback control, solves with a Wilson
    interval, the most common guess).
@@ -55,6 +57,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: the preset's)")
     p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated (max 128)")
     p.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
+    p.add_argument("--no-dictionary", dest="dictionary", action="store_false",
+                   help="skip the two dictionary-decoding columns (base and SFT + GRPO restricted to allowed words)")
     p.add_argument("--tracker", default="none", choices=["none", "mlflow"], help="MLflow logging (default: none)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
@@ -108,12 +112,14 @@ def reinforce(config: GRPOConfig) -> tuple[Path, dict]:
     return run / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter", summary
 
 
-def held_out(config: GRPOConfig, out: Path, name: str, adapter: str | None, tasks: int) -> dict:
-    """Full 6-guess games on the first ``tasks`` validation words, served like training."""
+def held_out(config: GRPOConfig, out: Path, name: str, adapter: str | None, tasks: int,
+             constrained: bool = False) -> dict:
+    """Full 6-guess games on the first ``tasks`` validation words, served like training
+    (``constrained``: dictionary decoding, a policy of its own)."""
     prompt = config.env_wrappers[0]["kwargs"]
     spec = RunSpec(name, model=config.model, adapter=adapter, temperature=1.0,
                    max_new_tokens=config.max_new_tokens, assistant_prefix=config.assistant_prefix,
-                   stop=tuple(config.stop))
+                   stop=tuple(config.stop), constrained=constrained)
     started = time.monotonic()
     result = evaluate(config.env, [spec], split="val", limit=tasks, out_dir=out, report=False, resume=True,
                       config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
@@ -174,12 +180,16 @@ def main() -> None:
     print(f"GRPO: {grpo_summary['steps']} steps in {grpo_seconds / 60:.1f} min -> {grpo_adapter}", flush=True)
 
     columns = {}
-    runs = [("SFT", str(sft_adapter)), ("SFT + GRPO", str(grpo_adapter))]
+    runs = [("SFT", str(sft_adapter), False), ("SFT + GRPO", str(grpo_adapter), False)]
     if not args.skip_base:
-        runs.insert(0, ("base", None))
-    for name, adapter in runs:
-        slug = name.lower().replace(" + ", "-").replace(" ", "-")
-        columns[name] = held_out(config, out / f"eval-{slug}", slug, adapter, args.eval_tasks)
+        runs.insert(0, ("base", None, False))
+    if args.dictionary:  # dictionary decoding: its own policy, beside (never mixed with) the plain model
+        runs += [("SFT + GRPO, dictionary", str(grpo_adapter), True)]
+        if not args.skip_base:
+            runs += [("base, dictionary", None, True)]
+    for name, adapter, constrained in runs:
+        slug = name.lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-")
+        columns[name] = held_out(config, out / f"eval-{slug}", slug, adapter, args.eval_tasks, constrained)
         m = columns[name]
         print(f"{name}: valid {m['valid_word_rate']:.1%}, new {m['new_word_rate']:.1%}, consistent "
               f"{m['consistency']:.1%} (random {m['random_consistency']:.1%}), solved {m['solve_rate']:.1%} "

@@ -82,6 +82,9 @@ def register(sub) -> None:
     serve.add_argument("--stop", action="append", default=None, metavar="TEXT",
                        help="stop string of every turn (repeatable; the completing token is kept; default: "
                             "the adapter's training setting, else none)")
+    serve.add_argument("--constrained", action="store_true",
+                       help="dictionary decoding: each turn must be a word of the env's action vocabulary followed "
+                            "by the first --stop string (a policy of its own; runs are named LABEL:T:constrained)")
     serve.add_argument("--max-turns", type=int, default=None, help="most turns per episode (default: the env's)")
     serve.add_argument("--max-episode-tokens", type=int, default=4096, help="token budget per episode")
     serve.add_argument("--seed", type=int, default=0, help="task i resets with seed + i (default: %(default)s)")
@@ -222,7 +225,7 @@ def build_runs(args, out_dir: str | None = None, log=None):
     if not tokens:
         raise ConfigError("nothing to evaluate: give --model, --adapter, --endpoint or --policy (and --runs)")
     defaults = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
-                **_SERVING_DEFAULTS, **given}
+                **_SERVING_DEFAULTS, **given, "constrained": bool(getattr(args, "constrained", False))}
     return [parse_run(t, sources, defaults=defaults) for t in tokens]
 
 

@@ -36,7 +36,7 @@ knobs (SOP: ``difficulty``), and a split function that takes none rejects them. 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
@@ -90,6 +90,10 @@ class EnvProfile:
     """``fn(episode records) -> metrics`` of how the env was played beyond its outcome (Wordle:
     valid and new words, clue consistency against a random word on the same boards, a
     shuffled-feedback control, solves with an interval); evaluation reports them."""
+    action_vocabulary: Callable[[], Sequence[str]] | None = None
+    """``fn() -> texts``: the closed set of values an action's free argument can take (Wordle:
+    every allowed guess), for dictionary-constrained decoding (``RunSpec.constrained``);
+    ``None``: the env has no closed vocabulary."""
     evaluation_only: bool = False
     """Every task of this env is for evaluation only (e.g. a benchmark whose licence forbids
     training): the trainer and demonstrations refuse the env."""

@@ -30,6 +30,7 @@ from typing import Any
 
 import gymnasium
 
+from mtrl_gym.envs.profile import profile_of
 from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.backends import ModelPool
 from mtrl_gym.evaluation.policies import make_policy, play_episode
@@ -140,14 +141,27 @@ def _record(traj: Trajectory, run: str, failure_reward: float, save_tokens: bool
     return d
 
 
+def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
+    """The dictionary-decoding constraint of a ``constrained`` run: every word of the env's
+    action vocabulary followed by the run's first stop string."""
+    from mtrl_gym.rollout.constraint import CompletionConstraint
+
+    vocabulary = profile_of(env_id.removeprefix("mtrl_gym:")).action_vocabulary
+    if vocabulary is None:
+        raise ConfigError(f"run {spec.name!r}: {env_id} declares no action vocabulary "
+                          "(EnvProfile.action_vocabulary), so it cannot be played with constrained decoding")
+    return CompletionConstraint.from_texts((w + spec.stop[0] for w in vocabulary()), tokenizer, name="vocabulary")
+
+
 def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, pool: ModelPool,
                 done: set, failure_reward: float, bar) -> None:
     from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
     from mtrl_gym.rollout.samplers.base import SamplingParams
 
     sampler, tokenizer = pool.open(spec)
+    constraint = vocabulary_constraint(store.header["env_id"], spec, tokenizer) if spec.constrained else None
     sampling = SamplingParams(temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
-                              max_new_tokens=spec.max_new_tokens, stop=spec.stop)
+                              max_new_tokens=spec.max_new_tokens, stop=spec.stop, constraint=constraint)
     rollout = RolloutConfig(group_size=config.n, sampling=sampling, max_turns=config.max_turns,
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
                             seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.assistant_prefix)
@@ -249,6 +263,9 @@ def _preflight(env_id: str, runs: Sequence[RunSpec], tasks, config: EvalConfig, 
             resolve_system_prompt(spec.system_prompt)
             if spec.kind == "policy":
                 make_policy(spec.policy, probe)
+            if spec.constrained and profile_of(probe).action_vocabulary is None:
+                raise ConfigError(f"run {spec.name!r}: {env_id} declares no action vocabulary "
+                                  "(EnvProfile.action_vocabulary), so it cannot be played with constrained decoding")
         for spec in runs:
             pool.preflight(spec)
     finally:

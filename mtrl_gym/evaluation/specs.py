@@ -73,6 +73,11 @@ class RunSpec:
     """Text every assistant turn starts with (a format prefill, as in training); ``""``: none."""
     stop: tuple[str, ...] = ()
     """Stop strings of every turn (the completing token is kept), as in training."""
+    constrained: bool = False
+    """Dictionary decoding: every turn's completion is restricted to one of the env's
+    action vocabulary (``EnvProfile.action_vocabulary``) followed by the first ``stop``
+    string (:mod:`mtrl_gym.rollout.constraint`). A policy of its own: report it under its
+    own name. Needs the transformers sampler, a format prefill and a stop string."""
     sampler: Any = field(default=None, repr=False, compare=False)
     """A ready :class:`~mtrl_gym.rollout.samplers.base.Sampler` (with ``tokenizer``)."""
     tokenizer: Any = field(default=None, repr=False, compare=False)
@@ -106,6 +111,10 @@ class RunSpec:
                               f"got {self.temperature!r}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"run {self.name!r}: `top_p` must be in (0, 1], got {self.top_p!r}")
+        if self.constrained and (self.kind in ("policy", "endpoint") or not self.stop):
+            raise ConfigError(f"run {self.name!r}: `constrained` decoding needs a model run (model, adapter or an "
+                              "hf sampler) with a `stop` string that ends every action (e.g. the Wordle cpu "
+                              "format: assistant_prefix ending in '\"guess\": \"', stop '\"')")
         if self.top_k < 0 or self.max_new_tokens < 1:
             raise ConfigError(f"run {self.name!r}: need `top_k` >= 0 and `max_new_tokens` >= 1, "
                               f"got {self.top_k!r} and {self.max_new_tokens!r}")
@@ -135,7 +144,7 @@ class RunSpec:
             if f.name in ("name", "sampler", "tokenizer"):
                 continue
             value = getattr(self, f.name)
-            if value is not None:
+            if value is not None and not (f.name == "constrained" and not value):
                 out[f.name] = value
         if self.sampler is not None:
             out["sampler"] = type(self.sampler).__name__
@@ -263,6 +272,7 @@ def parse_run(token: str, sources: Mapping[str, Mapping[str, Any]], *,
     kwargs: dict[str, Any] = dict(defaults or {})
     kwargs.update(known[label])
     if "policy" in known[label]:
+        kwargs.pop("constrained", None)
         if rest:
             raise ConfigError(f"run {token!r}: the {label} policy takes no sampling settings; write {label!r}")
         return RunSpec(name=label, **kwargs)
@@ -273,4 +283,6 @@ def parse_run(token: str, sources: Mapping[str, Mapping[str, Any]], *,
     name = f"{label}:{float(kwargs.get('temperature', 1.0))!r}"
     if len(rest) == 2:
         name += f":{float(kwargs['top_p'])!r}"
+    if kwargs.get("constrained"):
+        name += ":constrained"
     return RunSpec(name=name, **kwargs)

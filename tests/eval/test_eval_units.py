@@ -271,6 +271,12 @@ def test_cli_run_grammar_and_defaults():
     assert prefixed[0].assistant_prefix == "<tool_call>" and prefixed[0].describe()["assistant_prefix"] == "<tool_call>"
     assert prefixed[0].stop == ('"',) and prefixed[0].describe()["stop"] == ('"',)
     assert "assistant_prefix" not in prefixed[1].describe()  # a text policy is not prefilled
+    assert "constrained" not in prefixed[0].describe()
+    constrained = _cli_runs("--model", "m", "--assistant-prefix", "x", "--stop", '"', "--constrained",
+                            "--policy", "random")
+    assert [(r.name, r.constrained) for r in constrained] == [("base:1.0:constrained", True), ("random", False)]
+    with pytest.raises(ConfigError, match="needs a model run .* with a `stop`"):
+        _cli_runs("--model", "m", "--constrained")
 
 
 def test_seeded_split_for_any_env(tmp_path):

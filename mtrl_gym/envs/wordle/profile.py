@@ -151,4 +151,5 @@ def wordle_profile(success_threshold: float) -> EnvProfile:
         shaping_limits=(MAX_SUCCESS_WEIGHT, MAX_FAILURE_WEIGHT),
         turn_facts=wordle_turn_facts,
         play_metrics=_play_metrics,
+        action_vocabulary=allowed_guesses,
     )

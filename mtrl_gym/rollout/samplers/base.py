@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.constraint import CompletionConstraint
 
 __all__ = ["SamplingParams", "SampleRequest", "SampleResult", "Sampler", "FINISH_REASONS"]
 
@@ -55,6 +56,10 @@ class SamplingParams:
     """Extra stop token ids besides the tokenizer's end-of-sequence tokens."""
     seed: int | None = None
     """Seed for this request's random draws; ``None`` leaves it to the sampler."""
+    constraint: CompletionConstraint | None = field(default=None, compare=False)
+    """Restrict the completion to one of a fixed list of texts
+    (:mod:`mtrl_gym.rollout.constraint`); only samplers with ``supports_constraints``
+    accept it. Log-probs are then under the masked, renormalised distribution."""
 
     def __post_init__(self) -> None:
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
@@ -118,6 +123,15 @@ class Sampler(ABC):
 
     #: Short name used in logs and configs ("hf", "vllm", "openai").
     name: str = "sampler"
+    #: Whether :attr:`SamplingParams.constraint` is honoured (others raise ConfigError).
+    supports_constraints: bool = False
+
+    def check_constraints(self, requests: Sequence[SampleRequest]) -> None:
+        """Raise :class:`~mtrl_gym.error.ConfigError` if a request is constrained and this
+        sampler cannot constrain decoding."""
+        if not self.supports_constraints and any(r.params.constraint is not None for r in requests):
+            raise ConfigError(f"the {self.name!r} sampler cannot constrain decoding to a list of completions; "
+                              "use the 'hf' (transformers) sampler for constrained runs")
 
     @abstractmethod
     def sample(self, requests: Sequence[SampleRequest]) -> list[SampleResult]:

@@ -75,13 +75,20 @@ def filter_logits(logits, *, top_k: int = 0, top_p: float = 1.0):
     return logits
 
 
-def sample_next(logits, params: SamplingParams, generator=None) -> tuple[int, float]:
+def sample_next(logits, params: SamplingParams, generator=None, allowed: Sequence[int] | None = None
+                ) -> tuple[int, float]:
     """Draw one token from ``logits`` (``[vocab]``, float32); return ``(token, logprob)``.
 
     The log-prob is under ``log_softmax(logits / temperature)`` before top-k/top-p (under
-    the raw logits when ``temperature == 0``, which picks the argmax).
+    the raw logits when ``temperature == 0``, which picks the argmax). ``allowed`` (a
+    constraint's next token ids) masks every other token first: the log-prob is then under
+    the masked, renormalised distribution.
     """
     torch = _torch()
+    if allowed is not None:
+        keep = torch.full_like(logits, float("-inf"))
+        index = torch.tensor(list(allowed), dtype=torch.long, device=logits.device)
+        logits = keep.index_copy(0, index, logits.index_select(0, index))
     if params.temperature == 0:
         token = int(torch.argmax(logits))
         return token, float(torch.log_softmax(logits, dim=-1)[token])
@@ -145,6 +152,7 @@ class HFSampler(Sampler):
     """
 
     name = "hf"
+    supports_constraints = True
 
     def __init__(self, model, tokenizer, *, kv_reuse: bool | None = None, max_batch_size: int | None = None,
                  max_sessions: int | None = None, seed: int | None = None):
@@ -301,7 +309,9 @@ class HFSampler(Sampler):
             active = list(rows)
             while True:
                 for b, row in enumerate(active):
-                    token, logprob = sample_next(logits[b], row.request.params, row.generator)
+                    constraint = row.request.params.constraint
+                    allowed = constraint.allowed_next(row.out) if constraint is not None else None
+                    token, logprob = sample_next(logits[b], row.request.params, row.generator, allowed)
                     row.out.append(token)
                     row.logprobs.append(logprob)
                     row.finish = self._finish_reason(row)
@@ -351,6 +361,9 @@ class HFSampler(Sampler):
 
     def _finish_reason(self, row: _Row) -> str | None:
         if row.out[-1] in row.stop_ids:
+            return "stop"
+        constraint = row.request.params.constraint
+        if constraint is not None and constraint.is_complete(row.out):
             return "stop"
         stops = row.request.params.stop
         if stops:

@@ -92,6 +92,7 @@ class OpenAISampler(Sampler):
     def sample(self, requests: Sequence[SampleRequest]) -> list[SampleResult]:
         if not requests:
             return []
+        self.check_constraints(requests)
         model = self._model_name()
         pool = self._executor()
         futures = [pool.submit(self._sample_one, req, model) for req in requests]

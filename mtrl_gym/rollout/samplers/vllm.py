@@ -336,6 +336,7 @@ class VLLMSampler(Sampler):
     # ------------------------------------------------------------------ sampling
 
     def sample(self, requests: Sequence[SampleRequest]) -> list[SampleResult]:
+        self.check_constraints(requests)
         results: list[SampleResult | None] = [None] * len(requests)
         todo: list[tuple[int, dict[str, Any], Any]] = []
         for i, req in enumerate(requests):
