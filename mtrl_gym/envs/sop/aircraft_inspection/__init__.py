@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl_gym.envs.sop.aircraft_inspection import procedure
-from mtrl_gym.envs.sop.aircraft_inspection.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.aircraft_inspection.world import DEFAULT_DIFFICULTY, generate_world
+from mtrl_gym.envs.sop.aircraft_inspection import procedure, tools, world
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
 
@@ -34,22 +32,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 _RECORDED = ("engine_check", "landing_gear_check", "avionics_check", "ad_compliance", "disposition")
 
 
-class AircraftInspection(SOPDomain):
+class AircraftInspection(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Halden Air line-maintenance release inspection (SOP HA-LM-22): several checks, one field each."""
 
-    name = "AircraftInspection"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    role = ("You are the certifying inspector at a Halden Air line-maintenance station. Follow the standard "
-            "operating procedure (SOP) below exactly, using the maintenance system tools.")
-    request = ("An aircraft is due for its release inspection. Carry out the inspection by following the SOP, "
-               "record it, then submit the final JSON record.")
-    difficulty_limits = {"ads": (1, 8)}
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """The recorded inspection must exist, under the task's inspector, with the label's results."""

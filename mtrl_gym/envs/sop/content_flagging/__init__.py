@@ -14,10 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
-from mtrl_gym.envs.sop.content_flagging import procedure
-from mtrl_gym.envs.sop.content_flagging.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.content_flagging.world import (ACTIONS, CATEGORIES, DEFAULT_DIFFICULTY, ESCALATIONS, MAX_HITS,
-                                                      SEVERITIES, generate_world)
+from mtrl_gym.envs.sop.content_flagging import procedure, tools, world
+from mtrl_gym.envs.sop.content_flagging.world import ACTIONS, CATEGORIES, ESCALATIONS, SEVERITIES
 from mtrl_gym.envs.sop.grading import Field
 
 __all__ = ["ContentFlagging", "ContentFlaggingEnv", "OUTPUT_SCHEMA"]
@@ -34,22 +32,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class ContentFlagging(SOPDomain):
+class ContentFlagging(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Trust and Safety review of a reported post (SOP CM-12): evidence, severity, action, escalation."""
 
-    name = "ContentFlagging"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"hits": (1, MAX_HITS)}
-    role = ("You are a content moderator in the Trust and Safety team of Parlour, a social network. Follow the "
-            "standard operating procedure (SOP) below exactly.")
-    request = "A user has reported a post. Review the report by following SOP CM-12, record your decision, then "\
-              "submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("decision_id", "decisions", fields=("action", "violation_category", "severity"),
                                what="decision")
 

@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
-from mtrl_gym.envs.sop.customer_service import procedure
-from mtrl_gym.envs.sop.customer_service.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.customer_service.world import DEFAULT_DIFFICULTY, generate_world
+from mtrl_gym.envs.sop.customer_service import procedure, tools, world
 from mtrl_gym.envs.sop.grading import Field
 
 __all__ = ["CustomerService", "CustomerServiceEnv", "OUTPUT_SCHEMA"]
@@ -36,22 +34,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class CustomerService(SOPDomain):
+class CustomerService(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Kestrel Broadband fault-call handling (SOP KB-CS-014): a chain of dependent support tools."""
 
-    name = "CustomerService"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    role = ("You are a technical support agent at Kestrel Broadband, on a call with a customer. Follow the "
-            "standard operating procedure (SOP) below exactly, using the support console tools.")
-    request = ("A customer has called to report a broadband fault. Handle the call by following the SOP, then "
-               "submit the final JSON record.")
-    difficulty_limits = {"devices": (1, 4), "history": (0, 12)}
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """The ticket, remote actions and escalation the tools recorded must agree with the label."""

@@ -16,7 +16,7 @@ from mtrl_gym.envs.sop.dangerous_goods.procedure import normalize_code
 from mtrl_gym.envs.sop.dangerous_goods.world import LB_KG
 from mtrl_gym.envs.sop.kit import stable_number
 
-__all__ = ["TOOLS", "DISTRACTORS", "get_shipment", "get_safety_data_sheet", "get_lab_report", "convert_units",
+__all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_shipment", "get_safety_data_sheet", "get_lab_report", "convert_units",
            "file_classification", "get_freight_rates", "lookup_tariff_code"]
 
 #: The hazard classes (the same tuple as ``world.CLASSES``; a test pins it).
@@ -157,6 +157,6 @@ def lookup_tariff_code(ctx: ToolContext, product_code: str) -> dict:
             "duty_rate_pct": round((n % 65) / 10, 1)}
 
 
-DISTRACTORS = ("get_freight_rates", "lookup_tariff_code")
+DISTRACTOR_TOOLS = ("get_freight_rates", "lookup_tariff_code")
 TOOLS = ToolSet([get_shipment, get_safety_data_sheet, get_lab_report, convert_units, file_classification,
                  get_freight_rates, lookup_tariff_code])

@@ -15,10 +15,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.order_fulfillment import procedure
-from mtrl_gym.envs.sop.order_fulfillment.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.order_fulfillment.world import (DEFAULT_DIFFICULTY, MAX_LINES, OUTCOMES, SERVICES, WAREHOUSES,
-                                                       generate_world)
+from mtrl_gym.envs.sop.order_fulfillment import procedure, tools, world
+from mtrl_gym.envs.sop.order_fulfillment.world import OUTCOMES, SERVICES, WAREHOUSES
 
 __all__ = ["OrderFulfillment", "OrderFulfillmentEnv", "OUTPUT_SCHEMA"]
 
@@ -37,22 +35,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class OrderFulfillment(SOPDomain):
+class OrderFulfillment(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Larkspur Home Goods order fulfilment (SOP OF-31): payment, stock, allocation, carrier service."""
 
-    name = "OrderFulfillment"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"lines": (1, MAX_LINES)}
-    role = ("You are a fulfilment coordinator at Larkspur Home Goods, a home-wares retailer with three "
-            "warehouses. Follow the standard operating procedure (SOP) below exactly.")
-    request = "An order is waiting at the fulfilment desk. Process it by following SOP OF-31, then submit the final "\
-              "JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """One action, agreeing with the decision: the shipment's warehouse, service and lines, or the status."""

@@ -13,9 +13,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.package_inspection import procedure
-from mtrl_gym.envs.sop.package_inspection.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.package_inspection.world import DEFAULT_DIFFICULTY, DISPOSITIONS, MAX_PACKAGES, generate_world
+from mtrl_gym.envs.sop.package_inspection import procedure, tools, world
+from mtrl_gym.envs.sop.package_inspection.world import DISPOSITIONS
 
 __all__ = ["PackageInspection", "PackageInspectionEnv", "OUTPUT_SCHEMA"]
 
@@ -31,22 +30,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class PackageInspection(SOPDomain):
+class PackageInspection(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Inbound receiving inspection (SOP WI-05): package findings, counts against the order, disposition."""
 
-    name = "PackageInspection"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"packages": (1, MAX_PACKAGES)}
-    role = ("You are a receiving inspector at the Harrow Park distribution centre. Follow the standard operating "
-            "procedure (SOP) below exactly.")
-    request = "A delivery has been unloaded at the dock. Inspect the receipt by following SOP WI-05, record it, "\
-              "then submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("inspection_id", "records", fields=("disposition",), what="inspection")
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:

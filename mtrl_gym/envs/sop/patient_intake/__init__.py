@@ -15,10 +15,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.patient_intake import procedure
+from mtrl_gym.envs.sop.patient_intake import procedure, tools, world
 from mtrl_gym.envs.sop.patient_intake.catalog import MEDICATIONS
-from mtrl_gym.envs.sop.patient_intake.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.patient_intake.world import DEFAULT_DIFFICULTY, generate_world
 
 __all__ = ["PatientIntake", "PatientIntakeEnv", "OUTPUT_SCHEMA"]
 
@@ -38,23 +36,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class PatientIntake(SOPDomain):
+class PatientIntake(SOPDomain, world=world, procedure=procedure, tools=tools):
     """The PatientIntake domain: SOP PA-104 of a (synthetic) community clinic."""
 
-    name = "PatientIntake"
-    sop_file = "sop.md"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = dict(DEFAULT_DIFFICULTY)
-    role = ("You are an intake coordinator at Riverbend Community Clinics. Follow the standard operating "
-            "procedure (SOP) below exactly.")
-    request = ("A patient has submitted a pre-visit intake form. Complete the intake by following SOP PA-104, "
-               "then submit the final JSON object.")
-    difficulty_limits = {"max_medications": (2, 10)}
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("registration_id", "registrations", fields=_REGISTRATION_FIELDS, what="registration")
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
 from mtrl_gym.envs.sop.kit import find, stable_number
 
-__all__ = ["TOOLS", "DISTRACTORS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
+__all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
            "get_marketing_preferences", "get_credit_score"]
 
 #: The severities a case can carry (SOP section 7: never ``none``).
@@ -115,6 +115,6 @@ def get_credit_score(ctx: ToolContext, account_id: str) -> dict:
             "bureau": "Equilex"}
 
 
-DISTRACTORS = ("get_marketing_preferences", "get_credit_score")
+DISTRACTOR_TOOLS = ("get_marketing_preferences", "get_credit_score")
 TOOLS = ToolSet([get_account, list_referrals, get_activity, open_abuse_case, get_marketing_preferences,
                  get_credit_score])

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.seller_email_intent import procedure
-from mtrl_gym.envs.sop.seller_email_intent.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.seller_email_intent.world import (DEFAULT_DIFFICULTY, INTENTS, MAX_ORDERS, PRIORITIES, QUEUES,
-                                                         generate_world)
+from mtrl_gym.envs.sop.seller_email_intent import procedure, tools, world
+from mtrl_gym.envs.sop.seller_email_intent.world import INTENTS, PRIORITIES, QUEUES
 
 __all__ = ["SellerEmailIntent", "SellerEmailIntentEnv", "OUTPUT_SCHEMA"]
 
@@ -30,22 +28,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class SellerEmailIntent(SOPDomain):
+class SellerEmailIntent(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Seller Support email triage (SOP SE-08): intent, sender and order checks, queue, priority."""
 
-    name = "SellerEmailIntent"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"orders": (1, MAX_ORDERS)}
-    role = ("You are a triage agent in Seller Support at Brightmarket, an online marketplace. Follow the standard "
-            "operating procedure (SOP) below exactly.")
-    request = "A seller email has arrived in the support inbox. Triage it by following SOP SE-08, open the ticket, "\
-              "then submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("ticket_id", "tickets", fields=("intent", "queue", "priority"), what="ticket")
 
 

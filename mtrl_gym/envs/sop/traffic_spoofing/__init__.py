@@ -15,9 +15,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.traffic_spoofing import procedure
-from mtrl_gym.envs.sop.traffic_spoofing.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.traffic_spoofing.world import ACTIONS, DEFAULT_DIFFICULTY, MAX_SEGMENTS, VERDICTS, generate_world
+from mtrl_gym.envs.sop.traffic_spoofing import procedure, tools, world
+from mtrl_gym.envs.sop.traffic_spoofing.world import ACTIONS, VERDICTS
 
 __all__ = ["TrafficSpoofing", "TrafficSpoofingEnv", "OUTPUT_SCHEMA"]
 
@@ -31,22 +30,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class TrafficSpoofing(SOPDomain):
+class TrafficSpoofing(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Ad traffic-quality review of a publisher (SOP TS-3): indicators, flags, verdict, action, case."""
 
-    name = "TrafficSpoofing"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"segments": (2, MAX_SEGMENTS)}
-    role = ("You are a traffic-quality analyst at Meridian Ad Exchange. Follow the standard operating procedure "
-            "(SOP) below exactly.")
-    request = "A publisher is due for its traffic-quality review. Review it by following SOP TS-3, file a case if "\
-              "the SOP requires one, then submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("case_id", "cases", fields=("verdict", "action"), what="case")
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.video_annotation_qa import procedure
-from mtrl_gym.envs.sop.video_annotation_qa.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.video_annotation_qa.world import DEFAULT_DIFFICULTY, MAX_SEGMENTS, VERDICTS, generate_world
+from mtrl_gym.envs.sop.video_annotation_qa import procedure, tools, world
+from mtrl_gym.envs.sop.video_annotation_qa.world import VERDICTS
 
 __all__ = ["VideoAnnotationQA", "VideoAnnotationQAEnv", "OUTPUT_SCHEMA"]
 
@@ -27,22 +26,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class VideoAnnotationQA(SOPDomain):
+class VideoAnnotationQA(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Annotation quality assurance (SOP VA-2): segment errors, coverage, error count, verdict."""
 
-    name = "VideoAnnotationQA"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"segments": (3, MAX_SEGMENTS)}
-    role = ("You are a quality-assurance reviewer for Framewise, a video annotation service. Follow the standard "
-            "operating procedure (SOP) below exactly.")
-    request = "An annotation job has been submitted. Check it by following SOP VA-2, submit the QA result, then "\
-              "submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("qa_id", "qa_results", fields=("verdict", "error_count"), what="QA result")
 
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.video_classification import procedure
-from mtrl_gym.envs.sop.video_classification.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.video_classification.world import (AUDIENCES, CATEGORIES, DEFAULT_DIFFICULTY, MAX_TOPICS,
-                                                          MONETIZATION, generate_world)
+from mtrl_gym.envs.sop.video_classification import procedure, tools, world
+from mtrl_gym.envs.sop.video_classification.world import AUDIENCES, CATEGORIES, MONETIZATION
 
 __all__ = ["VideoClassification", "VideoClassificationEnv", "OUTPUT_SCHEMA"]
 
@@ -27,22 +25,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class VideoClassification(SOPDomain):
+class VideoClassification(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Catalogue classification of an upload (SOP VC-1): category, audience, monetisation."""
 
-    name = "VideoClassification"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"topics": (1, MAX_TOPICS)}
-    role = ("You are a catalogue specialist at Streamwell, a video platform. Follow the standard operating procedure "
-            "(SOP) below exactly.")
-    request = "A video has been uploaded. Classify it by following SOP VC-1, record the assignment, then submit the "\
-              "final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("assignment_id", "assignments", fields=("category", "audience", "monetization"),
                                what="assignment")
 
