@@ -35,8 +35,11 @@ def _probe(env, row: dict) -> list:
         inputs = parse_task_inputs(obs)
         fn = schema["function"]
         made_up = {k: _made_up(v) for k, v in fn["parameters"].get("properties", {}).items()}
-        # the same call with the task's own ids where a parameter is named like an input
-        for args in (made_up, {k: inputs.get(k, v) for k, v in made_up.items()}):
+        # the same call with the task's own ids where a parameter is named like an input, as given
+        # and as a model may type them (lower case, spaces around)
+        own = {k: inputs.get(k, v) for k, v in made_up.items()}
+        typed = {k: f" {v.lower()} " if k in inputs and isinstance(v, str) else v for k, v in own.items()}
+        for args in (made_up, own, typed):
             env.reset(options={"task": row})
             text = "<tool_call>" + json.dumps({"name": fn["name"], "arguments": args}) + "</tool_call>"
             obs, _, _, _, info = env.step(text)

@@ -34,7 +34,7 @@ import numpy as np
 
 from mtrl_gym.envs.sandbox.tools import Tool, ToolContext, ToolError
 
-__all__ = ["pick", "weighted", "vary_case", "find", "ids", "stable_number", "Records", "lookup_tool"]
+__all__ = ["pick", "weighted", "vary_case", "find", "ids", "stable_number", "Records", "OneRecord", "lookup_tool"]
 
 T = TypeVar("T")
 
@@ -115,6 +115,27 @@ class Records:
         return find(ctx.state[self.table], key, self.missing.format(value))
 
 
+@dataclass(frozen=True)
+class OneRecord:
+    """Reads the world's only record of its kind, ``ctx.state[key]``, by its id ``record[id_key]`` as a
+    model typed it (case and surrounding spaces ignored); another id is a :class:`ToolError` with
+    ``missing.format(value)``. The counterpart of :class:`Records` for a world of one shipment, account, ...
+    """
+
+    key: str
+    """The key of the record in the episode's world."""
+    id_key: str
+    """The record's id field (upper case)."""
+    missing: str
+    """The error message for another id; ``{!r}`` stands for the id as given."""
+
+    def __call__(self, ctx: ToolContext, value: str) -> Any:
+        record = ctx.state[self.key]
+        if not isinstance(value, str) or value.strip().upper() != record[self.id_key]:
+            raise ToolError(self.missing.format(value))
+        return record
+
+
 class _Lookup:
     """The function of a :func:`lookup_tool`: ``read(ctx, arguments[key])``."""
 
@@ -129,7 +150,7 @@ def lookup_tool(name: str, read: Callable[[ToolContext, str], Any], key: str, de
                 key_description: str) -> Tool:
     """A tool ``name(key: string)`` described by ``description`` that returns ``read(ctx, key)``.
 
-    ``read`` is a :class:`Records` or any ``(ctx, value) -> record`` function that raises
+    ``read`` is a :class:`Records`, a :class:`OneRecord` or any ``(ctx, value) -> record`` function that raises
     :class:`ToolError` for an unknown id. The schema is the one ``@tool`` makes for a
     function with one ``str`` parameter ``key`` documented by ``key_description``; other
     tools call the result as ``tool(ctx, key=value)``.

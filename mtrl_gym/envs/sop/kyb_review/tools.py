@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find
+from mtrl_gym.envs.sop.kit import Records, lookup_tool
 from mtrl_gym.envs.sop.kyb_review.catalog import BANKS, DECISION_PREFIX, business_key, person_key
 from mtrl_gym.envs.sop.kyb_review.procedure import registry_key, screen
 
@@ -22,19 +22,13 @@ __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_application", "lookup_registry", "g
 _MAX_NAME = 200
 
 
-def _application(ctx: ToolContext, application_id: str) -> dict[str, Any]:
-    return find(ctx.state["applications"], application_id,
-                f"no application {application_id!r}; application ids look like 'APP-123456'")
+_application = Records("applications", "no application {!r}; application ids look like 'APP-123456'")
 
 
-@tool
-def get_application(ctx: ToolContext, application_id: str) -> dict[str, Any]:
-    """Read a business onboarding application: business details, declared owners, control person, bank account.
-
-    Args:
-        application_id: The application id, e.g. "APP-482913".
-    """
-    return _application(ctx, application_id)
+get_application = lookup_tool("get_application", _application, "application_id",
+                              "Read a business onboarding application: business details, "
+                              "declared owners, control person, bank account.",
+                              'The application id, e.g. "APP-482913".')
 
 
 @tool

@@ -7,10 +7,10 @@ Every tool reads the episode's world through ``ctx.state``; unknown ids raise
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, stable_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
            "get_marketing_preferences", "get_credit_score"]
@@ -21,18 +21,12 @@ CaseSeverity = Literal["low", "medium", "high"]
 Action = Literal["no_action", "monitor", "warn", "claw_back", "suspend"]
 
 
-def _account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    return find(ctx.state["accounts"], account_id, f"no account {account_id!r}")
+_account = Records("accounts", "no account {!r}")
 
 
-@tool
-def get_account(ctx: ToolContext, account_id: str) -> dict:
-    """Look up a customer account: profile, address, devices, payment methods, prior warnings.
-
-    Args:
-        account_id: The account id, e.g. "AC-482913".
-    """
-    return _account(ctx, account_id)
+get_account = lookup_tool("get_account", _account, "account_id",
+                          "Look up a customer account: profile, address, devices, payment methods, prior warnings.",
+                          'The account id, e.g. "AC-482913".')
 
 
 @tool
