@@ -34,6 +34,7 @@ from mtrl_gym.envs.sandbox.grading import Grade
 from mtrl_gym.envs.sandbox.tools import ToolError, ToolSet
 from mtrl_gym.envs.sop.document import FrontMatter, read_document, sop_path
 from mtrl_gym.envs.sop.grading import Field, GradeResult, check_expected, grade
+from mtrl_gym.envs.sop.manual import complete_manual
 from mtrl_gym.envs.sop.parts import package_parts
 from mtrl_gym.error import ConfigError, Error, InvalidTask
 
@@ -394,6 +395,12 @@ class SOPEnv(ToolSandboxEnv):
 
     domain: SOPDomain | None = None
     """The domain this env class runs (subclasses set it)."""
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        # a domain env's manual gets the sections every SOP env shares (mtrl_gym.envs.sop.manual)
+        if isinstance(vars(cls).get("domain"), SOPDomain) and "## Description" in (cls.__doc__ or ""):
+            cls.__doc__ = complete_manual(cls.__doc__, cls.domain)
 
     @classmethod
     def profile(cls):

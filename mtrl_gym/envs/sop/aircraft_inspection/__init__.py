@@ -62,14 +62,6 @@ class AircraftInspectionEnv(SOPEnv):
     draw the disposition uniformly first, so no answer dominates; readings sit exactly on
     thresholds now and then.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-    (several per message run in order), bare JSON or ``name(arg=...)``; the final answer is
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``.
-
     ## Observation Space
     ``Text``. At reset: the request and the task inputs (``tail_number``,
     ``inspection_date``, ``inspector_id``) as a JSON block. After a step: the tool results
@@ -87,22 +79,12 @@ class AircraftInspectionEnv(SOPEnv):
     ``record_inspection`` call, under the task's inspector) carries the same check results
     and disposition, else 0.0.
 
-    ## Episode End
-    ``terminated`` on a final answer or when a call would exceed ``max_tool_calls`` (30);
-    ``truncated`` after ``max_turns`` (40) steps.
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-AircraftInspection-v0", difficulty={"noise": 2, "ads": 8})``.
     Difficulty knobs: ``noise`` (0 clean records; 1 irregular case and spacing in findings,
     statuses, MEL categories and the type; 2 also missing readings the SOP has rules for:
     EGT margin, tyre pressure, AD compliance records), ``distractors`` (show
     ``get_flight_schedule`` and ``get_parts_stock``) and ``ads`` (ADs listed for the type, 1-8).
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = AircraftInspection()

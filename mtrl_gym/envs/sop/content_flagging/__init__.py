@@ -66,15 +66,6 @@ class ContentFlaggingEnv(SOPEnv):
     ``get_trending_topics`` are distractors. The governing category and severity are
     drawn first, so no outcome dominates.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_report", "arguments": {"report_id":
-    "RPT-4829130"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"report_id": ..., "review_date": ...}``. After
     a step: the tool results (JSON records or ``Error: ...``), then notes.
@@ -93,13 +84,6 @@ class ContentFlaggingEnv(SOPEnv):
     answer's action, category and severity, and the escalation matches; 0.0 otherwise.
     ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-ContentFlagging-v0", difficulty={"noise": 1, "distractors": True,
     "hits": 4}, split="train")``. ``noise``: 0 only counted evidence; 1 sub-threshold hits of
@@ -107,9 +91,6 @@ class ContentFlaggingEnv(SOPEnv):
     other case, adult content in groups, quoted spam; 2 more of each. ``hits``: the most
     scanner hits per post (1 to 8; the oracle needs at most 7 calls). Other arguments as
     :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = ContentFlagging()

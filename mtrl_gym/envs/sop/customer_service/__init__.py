@@ -76,14 +76,6 @@ class CustomerServiceEnv(SOPEnv):
     action, re-tests, and escalates what remains. Worlds are generated from a seed with the
     outcome drawn first, so every path of the SOP is common.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-    (several per message run in order), bare JSON or ``name(arg=...)``; the final answer is
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``.
-
     ## Observation Space
     ``Text``. At reset: the request and the task inputs (``call_date``, ``account_id``,
     ``caller_name``, ``passcode``, ``device_label``, ``reported_fault``) as a JSON block.
@@ -103,13 +95,6 @@ class CustomerServiceEnv(SOPEnv):
     agree with it (the ticket's priority and incident, the remote action performed on the
     caller's device, the escalation team; no ticket when the SOP stops early), else 0.0.
 
-    ## Episode End
-    ``terminated`` on a final answer or when a call would exceed ``max_tool_calls`` (30);
-    ``truncated`` after ``max_turns`` (40) steps.
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-CustomerService-v0", difficulty={"noise": 2, "devices": 4, "history": 8})``.
     Difficulty knobs: ``noise`` (0 clean records; 1 irregular case and spacing in names,
@@ -117,9 +102,6 @@ class CustomerServiceEnv(SOPEnv):
     priority care, authorised users, the optical reading, the firmware in the diagnostics),
     ``distractors`` (show ``get_billing_history`` and ``schedule_callback``), ``devices``
     (devices on the account, 1-4) and ``history`` (past tickets at most, 0-12).
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = CustomerService()

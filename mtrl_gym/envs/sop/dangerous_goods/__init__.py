@@ -68,15 +68,6 @@ class DangerousGoodsEnv(SOPEnv):
     and are reported as data gaps. ``get_freight_rates`` and ``lookup_tariff_code`` are
     distractors. Worlds are generated outcome-first, so the four classes are equally likely.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_shipment", "arguments": {"shipment_id":
-    "SHP-204518"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"shipment_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -94,22 +85,12 @@ class DangerousGoodsEnv(SOPEnv):
     1.0 when all nine fields are exactly right and the register holds the governing
     product's classification; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-DangerousGoods-v0", difficulty={"noise": 1, "distractors": True,
     "products": 2}, split="train")``. ``noise``: 0 clean records, 1 unit variants, missing
     and overriding values, data gaps, superseded SDS revisions, messy codes and extra lines,
     2 more of each. ``products``: dangerous-goods products per shipment (1 to 4; the oracle
     needs ``2 * products + 2`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = DangerousGoods()

@@ -72,16 +72,10 @@ class KYBReviewEnv(SOPEnv):
     1.0 when all seven fields are right, no extra keys are present and the case was filed
     with the expected decision; else 0.0. ``FieldReward`` gives the per-field mean.
 
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-KYBReview-v0", difficulty={"noise": 2, "max_owners": 6})``.
     Knobs: ``noise`` (0, 1, 2; default 1), ``distractors`` (default true), ``max_owners``
     (1-8; default 4). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = KYBReview()

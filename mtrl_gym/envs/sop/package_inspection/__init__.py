@@ -59,15 +59,6 @@ class PackageInspectionEnv(SOPEnv):
     ``get_dock_schedule`` and ``get_forklift_status`` are distractors. The five
     dispositions are drawn first, with equal weight.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_receipt", "arguments": {"receipt_id":
-    "RCV-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"receipt_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -85,22 +76,12 @@ class PackageInspectionEnv(SOPEnv):
     1.0 when all six fields are exactly right and the record carries the disposition and
     the rejected packages; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-PackageInspection-v0", difficulty={"noise": 1, "distractors": True,
     "packages": 3}, split="train")``. ``noise``: 0 weights in kg, clean SKUs; 1 weights in lb
     or g, SKUs in other case and spacing, missing seal fields, variances between the two
     limits; 2 more of each. ``packages``: the most packages per receipt (1 to 6; the oracle
     needs ``packages + 4`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = PackageInspection()

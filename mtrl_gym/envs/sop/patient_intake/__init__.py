@@ -76,16 +76,10 @@ class PatientIntakeEnv(SOPEnv):
     1.0 when all seven fields are right, no extra keys are present and the registration
     was made with the expected values; else 0.0. ``FieldReward`` gives the per-field mean.
 
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-PatientIntake-v0", difficulty={"noise": 2, "max_medications": 8})``.
     Knobs: ``noise`` (0, 1, 2; default 1), ``distractors`` (default true),
     ``max_medications`` (2-10; default 6). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = PatientIntake()

@@ -74,15 +74,6 @@ class ReferralAbuseEnv(SOPEnv):
     ``get_marketing_preferences`` and ``get_credit_score`` are distractors. Severity is
     drawn uniformly and prior warnings half the time, so no action dominates.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_account", "arguments": {"account_id":
-    "AC-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"account_id": ..., "review_date": ...}``. After a
     step: the tool results (JSON records or ``Error: ...``), then notes.
@@ -103,13 +94,6 @@ class ReferralAbuseEnv(SOPEnv):
     (one case with the SOP's severity, action, flagged referrals and claw-back, or no case
     when the severity is none); 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (40) or the turn limit (50).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-ReferralAbuse-v0", difficulty={"noise": 1, "distractors": True,
     "referrals": 6}, split="train")``. ``noise``: 0 clean records; 1 ignored referrals whose
@@ -117,9 +101,6 @@ class ReferralAbuseEnv(SOPEnv):
     withheld bonuses, status variants; 2 more of each, UTC offsets in timestamps and
     near-miss addresses. ``referrals``: the most reviewed referrals per task (3 to 10; the
     oracle needs ``2 * reviewed + 3`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = ReferralAbuse()

@@ -48,15 +48,6 @@ class SellerEmailIntentEnv(SOPEnv):
     the six fields. ``get_fx_rate`` and ``print_shipping_label`` are distractors. The intent
     and the routing are drawn first, so no class dominates.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_email", "arguments": {"email_id":
-    "EM-48291305"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"email_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -73,22 +64,12 @@ class SellerEmailIntentEnv(SOPEnv):
     1.0 when all six fields are exactly right and the ticket carries the answer's intent,
     queue and priority; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-SellerEmailIntent-v0", difficulty={"noise": 1, "distractors": True,
     "orders": 2}, split="train")``. ``noise``: 0 one intent's phrases, no quotes; 1 quoted
     replies with graver intents' phrases, addresses and phrases in other case; 2 more of
     each. ``orders``: the most order numbers an email cites (1 to 4; the oracle needs at
     most ``orders + 3`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = SellerEmailIntent()

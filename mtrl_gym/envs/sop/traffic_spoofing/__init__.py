@@ -60,15 +60,6 @@ class TrafficSpoofingEnv(SOPEnv):
     tier), files a case (``file_traffic_case``) unless the traffic is clean, and submits the
     five fields. ``get_campaign_budget`` and ``convert_currency`` are distractors.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_publisher", "arguments": {"publisher_id":
-    "PUB-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"publisher_id": ..., "review_date": ...}``. After a
     step: the tool results (JSON records or ``Error: ...``), then notes.
@@ -87,13 +78,6 @@ class TrafficSpoofingEnv(SOPEnv):
     the verdict, action and flagged segments, or none when clean); 0.0 otherwise.
     ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-TrafficSpoofing-v0", difficulty={"noise": 1, "distractors": True,
     "segments": 4}, split="train")``. ``noise``: 0 clean records; 1 referrers with ``www.``
@@ -101,9 +85,6 @@ class TrafficSpoofingEnv(SOPEnv):
     impressions, shares at a threshold; 2 more of each. ``segments``: the most segments per
     publisher (2 to 8; the oracle needs at most ``2 * segments + 3`` calls). Other
     arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = TrafficSpoofing()

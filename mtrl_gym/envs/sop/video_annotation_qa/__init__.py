@@ -45,15 +45,6 @@ class VideoAnnotationQAEnv(SOPEnv):
     for trainees), submits the QA result (``submit_qa``) and submits the five fields.
     ``get_thumbnail`` and ``get_pay_rate`` are distractors. Verdicts are drawn first.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_annotation", "arguments": {"job_id":
-    "JOB-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"job_id": ...}``. After a step: the tool results
     (JSON records or ``Error: ...``), then notes.
@@ -70,22 +61,12 @@ class VideoAnnotationQAEnv(SOPEnv):
     1.0 when all five fields are exactly right and the QA result carries the verdict and
     the error count; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-VideoAnnotationQA-v0", difficulty={"noise": 1, "distractors": True,
     "segments": 5}, split="train")``. ``noise``: 0 labels as spelt in the label set, a gold
     review for every job; 1 labels in other case and spacing, jobs without a gold review,
     touching segments; 2 more of each. ``segments``: the most segments per job (3 to 10;
     the oracle needs 6 calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = VideoAnnotationQA()

@@ -46,15 +46,6 @@ class VideoClassificationEnv(SOPEnv):
     records it (``assign_category``) and submits the five fields. ``get_view_stats`` and
     ``get_transcode_status`` are distractors. Category and audience are drawn first.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_upload", "arguments": {"video_id":
-    "VID-4829130"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"video_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -71,13 +62,6 @@ class VideoClassificationEnv(SOPEnv):
     1.0 when all five fields are exactly right and the assignment carries the category,
     audience and monetisation; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-VideoClassification-v0", difficulty={"noise": 1, "distractors": True,
     "topics": 5}, split="train")``. ``noise``: 0 clear confidences, clean names; 1 topics at
@@ -85,9 +69,6 @@ class VideoClassificationEnv(SOPEnv):
     the override, sub-threshold mature topics; 2 more of each. ``topics``: the most topic
     detections per video (1 to 10; the oracle needs 5 calls). Other arguments as
     :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = VideoClassification()
