@@ -47,6 +47,20 @@ def _probe(env, row: dict) -> list:
     return replies
 
 
+def _repeat(env, row: dict, transcript: list) -> list:
+    """The oracle's tool calls replayed twice in a fresh episode of ``row``: the second pass meets the
+    refusals of actions already taken."""
+    calls = [action for action, _ in transcript[1:-1]]
+    env.reset(options={"task": row})
+    replies = []
+    for text in calls + calls:
+        obs, _, terminated, truncated, _ = env.step(text)
+        replies.append([text, obs])
+        if terminated or truncated:
+            break
+    return replies
+
+
 def _made_up(spec: dict):
     kind = spec.get("type")
     kind = kind[0] if isinstance(kind, list) else kind
@@ -72,7 +86,7 @@ def _dump_domain(env_id: str, n: int, probes: int) -> dict:
                     "inputs": domain.task_inputs(world), "transcript": transcript,
                     "reward": reward, "final_state": env.state}
             if len(out["tasks"]) < probes:
-                task["probes"] = _probe(env, row)
+                task["probes"] = _probe(env, row) + _repeat(env, row, transcript)
             out["tasks"].append(task)
     return out
 

@@ -34,7 +34,8 @@ import numpy as np
 
 from mtrl_gym.envs.sandbox.tools import Tool, ToolContext, ToolError
 
-__all__ = ["pick", "weighted", "vary_case", "find", "ids", "stable_number", "Records", "OneRecord", "lookup_tool"]
+__all__ = ["pick", "weighted", "vary_case", "find", "ids", "stable_number", "Records", "OneRecord", "lookup_tool",
+           "record_once"]
 
 T = TypeVar("T")
 
@@ -134,6 +135,27 @@ class OneRecord:
         if not isinstance(value, str) or value.strip().upper() != record[self.id_key]:
             raise ToolError(self.missing.format(value))
         return record
+
+
+def record_once(ctx: ToolContext, collection: str, record: dict[str, Any],
+                refusal: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
+    """The one action a task allows: append ``record`` to the world's list ``ctx.state[collection]`` and
+    return it; when the list already holds a record, change nothing and raise :class:`ToolError` with
+    ``refusal(first record)``.
+
+    >>> ctx = ToolContext(state={"cases": []})
+    >>> record_once(ctx, "cases", {"case_id": "C-1"}, lambda first: f"already filed as {first['case_id']}")
+    {'case_id': 'C-1'}
+    >>> record_once(ctx, "cases", {"case_id": "C-2"}, lambda first: f"already filed as {first['case_id']}")
+    Traceback (most recent call last):
+    ...
+    mtrl_gym.envs.sandbox.tools.ToolError: already filed as C-1
+    """
+    made = ctx.state[collection]
+    if made:
+        raise ToolError(refusal(made[0]))
+    made.append(record)
+    return record
 
 
 class _Lookup:

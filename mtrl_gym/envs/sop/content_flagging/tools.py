@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
 from mtrl_gym.envs.sop.content_flagging.procedure import decision_number
-from mtrl_gym.envs.sop.kit import Records, lookup_tool, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_report", "get_post", "get_author", "scan_text", "check_links",
            "apply_moderation", "escalate", "translate_text", "get_trending_topics"]
@@ -72,13 +72,10 @@ def apply_moderation(ctx: ToolContext, post_id: str, action: Action, category: C
         severity: The governing severity ("none" for no violation).
     """
     post = _post(ctx, post_id)
-    if ctx.state["decisions"]:
-        raise ToolError(f"post {post['post_id']} already has decision {ctx.state['decisions'][0]['decision_id']}; "
-                        "a decision cannot be changed")
     record = {"decision_id": decision_number(ctx.state["decision_number"]), "post_id": post["post_id"],
               "action": action, "violation_category": category, "severity": severity}
-    ctx.state["decisions"].append(record)
-    return record
+    return record_once(ctx, "decisions", record, lambda first: f"post {post['post_id']} already has decision "
+                       f"{first['decision_id']}; a decision cannot be changed")
 
 
 @tool
@@ -92,11 +89,9 @@ def escalate(ctx: ToolContext, decision_id: str, team: Team) -> dict[str, Any]:
     made = [d for d in ctx.state["decisions"] if d["decision_id"] == decision_id.strip().upper()]
     if not made:
         raise ToolError(f"no decision {decision_id!r}; record the decision with apply_moderation first")
-    if ctx.state["escalations"]:
-        raise ToolError(f"decision {decision_id.strip().upper()} is already escalated")
     record = {"decision_id": made[0]["decision_id"], "team": team, "status": "queued"}
-    ctx.state["escalations"].append(record)
-    return record
+    return record_once(ctx, "escalations", record,
+                       lambda first: f"decision {decision_id.strip().upper()} is already escalated")
 
 
 @tool

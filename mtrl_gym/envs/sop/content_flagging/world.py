@@ -23,8 +23,8 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, vary_case, weighted
 
-__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_HITS", "CATEGORIES", "SEVERITIES", "ACTIONS", "ESCALATIONS",
-           "THRESHOLDS", "BASE_SEVERITY", "PRECEDENCE", "ACTION_MATRIX", "STRIKE_WINDOW_DAYS"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_HITS", "CATEGORIES", "SEVERITIES",
+           "ACTIONS", "ESCALATIONS", "THRESHOLDS", "BASE_SEVERITY", "PRECEDENCE", "ACTION_MATRIX", "STRIKE_WINDOW_DAYS"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "hits": 4}
 #: Largest value of the ``hits`` knob (scanner hits on a post, traps included).

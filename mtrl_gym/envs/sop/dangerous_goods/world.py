@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_DIFFICULTY", "DIFFICULTY_LIMITS", "MAX_PRODUCTS", "generate_world", "hazard_class", "CLASSES", "GAP_DEFAULTS", "SEVERITY"]
+__all__ = ["DEFAULT_DIFFICULTY", "DIFFICULTY_LIMITS", "MAX_PRODUCTS", "generate_world", "hazard_class", "CLASSES",
+           "GAP_DEFAULTS", "SEVERITY"]
 
 CLASSES = ("Class A", "Class B", "Class C", "Class D")
 #: Severity rank of each class (higher is more severe).

@@ -22,8 +22,9 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, vary_case, weighted
 
-__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_LINES", "OUTCOMES", "SERVICES", "WAREHOUSES", "RANKING",
-           "REGIONS", "AREAS", "LB_KG", "FREIGHT_ABOVE_KG", "OVERNIGHT_UP_TO_KG", "UPGRADE_FROM_VALUE", "HOME_COUNTRY"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_LINES", "OUTCOMES", "SERVICES",
+           "WAREHOUSES", "RANKING", "REGIONS", "AREAS", "LB_KG", "FREIGHT_ABOVE_KG", "OVERNIGHT_UP_TO_KG",
+           "UPGRADE_FROM_VALUE", "HOME_COUNTRY"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "lines": 3}
 #: Largest value of the ``lines`` knob (distinct SKUs on an order).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import Records, lookup_tool, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.package_inspection.procedure import record_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_receipt", "get_purchase_order", "get_supplier", "inspect_package",
@@ -59,13 +59,10 @@ def record_inspection(ctx: ToolContext, receipt_id: str, disposition: Dispositio
     unknown = sorted(set(rejected_packages) - known)
     if unknown:
         raise ToolError(f"package(s) {unknown} are not on receipt {receipt['receipt_id']}")
-    if ctx.state["records"]:
-        raise ToolError(f"receipt {receipt['receipt_id']} is already recorded "
-                        f"({ctx.state['records'][0]['inspection_id']})")
     record = {"inspection_id": record_number(ctx.state["record_number"]), "receipt_id": receipt["receipt_id"],
               "disposition": disposition, "rejected_packages": sorted(rejected_packages)}
-    ctx.state["records"].append(record)
-    return record
+    return record_once(ctx, "records", record,
+                       lambda first: f"receipt {receipt['receipt_id']} is already recorded ({first['inspection_id']})")
 
 
 @tool

@@ -21,8 +21,8 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, weighted
 
-__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_PACKAGES", "DISPOSITIONS", "LB_KG", "VARIANCE_LIMIT",
-           "PROBATION_VARIANCE_LIMIT"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_PACKAGES", "DISPOSITIONS", "LB_KG",
+           "VARIANCE_LIMIT", "PROBATION_VARIANCE_LIMIT"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "packages": 3}
 #: Largest value of the ``packages`` knob.

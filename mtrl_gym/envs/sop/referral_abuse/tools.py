@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import Records, lookup_tool, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
            "get_marketing_preferences", "get_credit_score"]
@@ -74,14 +74,11 @@ def open_abuse_case(ctx: ToolContext, account_id: str, severity: CaseSeverity, a
         raise ToolError(f"referral(s) {unknown} are not referrals of account {account['account_id']}")
     if clawback_amount < 0:
         raise ToolError(f"clawback_amount must be >= 0, got {clawback_amount}")
-    if ctx.state["cases"]:
-        raise ToolError(f"account {account['account_id']} already has an open case "
-                        f"({ctx.state['cases'][0]['case_id']}); a case cannot be changed")
     case = {"case_id": ctx.state["case_id"], "account_id": account["account_id"], "severity": severity,
             "action": action, "flagged_referral_ids": list(flagged_referral_ids), "clawback_amount": clawback_amount,
             "status": "open"}
-    ctx.state["cases"].append(case)
-    return case
+    return record_once(ctx, "cases", case, lambda first: f"account {account['account_id']} already has an open case "
+                       f"({first['case_id']}); a case cannot be changed")
 
 
 @tool

@@ -25,8 +25,9 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick
 
-__all__ = ["DEFAULT_DIFFICULTY", "DIFFICULTY_LIMITS", "MIN_REFERRALS", "MAX_REFERRALS", "generate_world", "severity_of", "SEVERITIES", "ACTIONS", "INDICATORS", "ACTION_MATRIX",
-           "WINDOW_DAYS", "VELOCITY_DAYS", "VELOCITY_MIN", "RAPID_MINUTES", "LOW_ACTIVITY_BELOW"]
+__all__ = ["DEFAULT_DIFFICULTY", "DIFFICULTY_LIMITS", "MIN_REFERRALS", "MAX_REFERRALS", "generate_world", "severity_of",
+           "SEVERITIES", "ACTIONS", "INDICATORS", "ACTION_MATRIX", "WINDOW_DAYS", "VELOCITY_DAYS", "VELOCITY_MIN",
+           "RAPID_MINUTES", "LOW_ACTIVITY_BELOW"]
 
 SEVERITIES = ("none", "low", "medium", "high")
 #: Range of the ``referrals`` difficulty knob (the most reviewed referrals in a task).

@@ -21,8 +21,8 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, weighted
 
-__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_ORDERS", "INTENTS", "KEYWORDS", "QUEUES", "INTENT_QUEUE",
-           "PRIORITIES", "BASE_PRIORITY", "ORDER_KEYWORDS"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_ORDERS", "INTENTS", "KEYWORDS", "QUEUES",
+           "INTENT_QUEUE", "PRIORITIES", "BASE_PRIORITY", "ORDER_KEYWORDS"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "orders": 2}
 #: Largest value of the ``orders`` knob (order ids an email may cite).

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import Records, lookup_tool, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.traffic_spoofing.procedure import case_number, norm_domain
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_publisher", "list_traffic_segments", "get_segment_signals",
@@ -71,12 +71,10 @@ def file_traffic_case(ctx: ToolContext, publisher_id: str, verdict: CaseVerdict,
     unknown = sorted(set(flagged_segments) - known)
     if unknown:
         raise ToolError(f"segment(s) {unknown} are not segments of publisher {pub['publisher_id']}")
-    if ctx.state["cases"]:
-        raise ToolError(f"publisher {pub['publisher_id']} already has case {ctx.state['cases'][0]['case_id']}")
     record = {"case_id": case_number(ctx.state["case_number"]), "publisher_id": pub["publisher_id"],
               "verdict": verdict, "action": action, "flagged_segments": sorted(flagged_segments)}
-    ctx.state["cases"].append(record)
-    return record
+    return record_once(ctx, "cases", record,
+                       lambda first: f"publisher {pub['publisher_id']} already has case {first['case_id']}")
 
 
 @tool

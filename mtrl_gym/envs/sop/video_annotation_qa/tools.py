@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import Records, find, lookup_tool, stable_number
+from mtrl_gym.envs.sop.kit import Records, find, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.video_annotation_qa.procedure import qa_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_annotation", "get_video", "get_annotator", "get_gold_review",
@@ -60,12 +60,10 @@ def submit_qa(ctx: ToolContext, job_id: str, verdict: Verdict, error_count: int)
     job = _job(ctx, job_id)
     if error_count < 0:
         raise ToolError(f"error_count must be >= 0, got {error_count}")
-    if ctx.state["qa_results"]:
-        raise ToolError(f"job {job['job_id']} already has QA result {ctx.state['qa_results'][0]['qa_id']}")
     record = {"qa_id": qa_number(ctx.state["qa_number"]), "job_id": job["job_id"], "verdict": verdict,
               "error_count": error_count}
-    ctx.state["qa_results"].append(record)
-    return record
+    return record_once(ctx, "qa_results", record,
+                       lambda first: f"job {job['job_id']} already has QA result {first['qa_id']}")
 
 
 @tool

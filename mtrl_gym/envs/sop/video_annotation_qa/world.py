@@ -20,8 +20,8 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, vary_case, weighted
 
-__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_SEGMENTS", "VERDICTS", "ERROR_KINDS", "COVERAGE_MIN",
-           "REJECT_AT"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_SEGMENTS", "VERDICTS", "ERROR_KINDS",
+           "COVERAGE_MIN", "REJECT_AT"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "segments": 5}
 #: Largest value of the ``segments`` knob.

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import Records, lookup_tool, stable_number
+from mtrl_gym.envs.sandbox.tools import ToolContext, ToolSet, tool
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.video_classification.procedure import assignment_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_upload", "get_content_signals", "get_uploader", "assign_category",
@@ -55,13 +55,10 @@ def assign_category(ctx: ToolContext, video_id: str, category: Category, audienc
         monetization: The monetisation level.
     """
     upload = _upload(ctx, video_id)
-    if ctx.state["assignments"]:
-        raise ToolError(f"video {upload['video_id']} is already classified "
-                        f"({ctx.state['assignments'][0]['assignment_id']})")
     record = {"assignment_id": assignment_number(ctx.state["assignment_number"]), "video_id": upload["video_id"],
               "category": category, "audience": audience, "monetization": monetization}
-    ctx.state["assignments"].append(record)
-    return record
+    return record_once(ctx, "assignments", record,
+                       lambda first: f"video {upload['video_id']} is already classified ({first['assignment_id']})")
 
 
 @tool
