@@ -56,7 +56,7 @@ class KYBReviewEnv(SOPEnv):
     business account type, holder name), apply the decision matrix and file one case. The
     first observation holds only the application id.
 
-    ## Action Space, Action Format, Observation Space, Invalid Actions, Episode End
+    ## Observation Space, Invalid Actions
     As :class:`~mtrl_gym.envs.sop.SOPEnv`. Tools: ``get_application``,
     ``lookup_registry``, ``get_ownership_filing``, ``screen_sanctions``,
     ``verify_bank_account``, ``open_case`` (stateful; refuses a second case for the same

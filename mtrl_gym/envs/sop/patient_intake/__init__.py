@@ -59,7 +59,7 @@ class PatientIntakeEnv(SOPEnv):
     care pathway, and register the patient once. The first observation holds only the
     intake id.
 
-    ## Action Space, Action Format, Observation Space, Invalid Actions, Episode End
+    ## Observation Space, Invalid Actions
     As :class:`~mtrl_gym.envs.sop.SOPEnv`. Tools: ``get_intake_form``,
     ``verify_eligibility``, ``search_pharmacies``, ``check_pharmacy_network``,
     ``lookup_medication``, ``check_interactions``, ``lookup_allergen``, ``register_patient``
