@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import difflib
 import functools
-import inspect
 import json
 import re
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,10 @@ from mtrl_gym.envs.sandbox.env import ToolSandboxEnv
 from mtrl_gym.envs.sandbox.final import FinalAnswer
 from mtrl_gym.envs.sandbox.grading import Grade
 from mtrl_gym.envs.sandbox.tools import ToolError, ToolSet
+from mtrl_gym.envs.sop.document import FrontMatter, read_document, sop_path
 from mtrl_gym.envs.sop.grading import Field, GradeResult, check_expected, grade
+from mtrl_gym.envs.sop.manual import complete_manual
+from mtrl_gym.envs.sop.parts import package_parts
 from mtrl_gym.error import ConfigError, Error, InvalidTask
 
 __all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "SPLITS", "NOISE_LEVELS", "OracleError", "render_task", "parse_task_inputs",
@@ -106,9 +108,13 @@ class SOPDomain(ABC):
     """One SOP business domain. Subclass it, set the attributes and provide the three parts.
 
     A domain writes only what is its own: the SOP text, the output schema, the tools, the
-    difficulty knobs with their limits, and three functions, usually module-level functions
-    of its package assigned as static methods (``generate = staticmethod(generate_world)``,
-    ``expected = staticmethod(procedure.expected)``, ``oracle = staticmethod(procedure.oracle)``).
+    difficulty knobs with their limits, and three functions. A domain package names its
+    modules in the class statement, ``class Parcels(SOPDomain, world=world, procedure=procedure,
+    tools=tools)``, and the kit takes ``generate_world``, ``DEFAULT_DIFFICULTY``,
+    ``DIFFICULTY_LIMITS``, ``expected``, ``oracle``, ``TOOLS`` and ``DISTRACTOR_TOOLS`` from
+    them (:mod:`mtrl_gym.envs.sop.parts`); :attr:`name` defaults to the class name, and
+    :attr:`role` and :attr:`request` to the SOP file's front matter
+    (:mod:`mtrl_gym.envs.sop.document`). Anything set in the class body wins.
     ``task_inputs`` defaults to the world's ``"inputs"`` entry; ``state_errors`` to none.
 
     ``generate``, ``task_inputs`` and ``expected`` must be pure: every random draw from the
@@ -131,14 +137,24 @@ class SOPDomain(ABC):
     difficulty_limits: Mapping[str, tuple[int, int]] = {}
     """Inclusive ``(low, high)`` ranges of the integer knobs (``noise`` is always ``(0, 2)``): checked
     on every override, so a domain writes no range checks of its own."""
-    role: str = "You are an operations agent. Follow the standard operating procedure (SOP) below exactly."
-    """The first paragraph of the system prompt."""
-    request: str = "Handle the case below by following the SOP, then submit the final JSON object."
-    """The sentence above the task inputs in the first observation."""
+    role: str = FrontMatter("role", "You are an operations agent. Follow the standard operating procedure (SOP) "
+                                    "below exactly.")
+    """The first paragraph of the system prompt (default: the SOP's front matter ``role``)."""
+    request: str = FrontMatter("request", "Handle the case below by following the SOP, then submit the final JSON "
+                                          "object.")
+    """The sentence above the task inputs in the first observation (default: the front matter ``request``)."""
     max_tool_calls: int = 30
     """The env's default tool-call budget (the final answer does not count)."""
     record_check: RecordCheck | None = None
     """The declared check of the stateful action (used by the default :meth:`state_errors`)."""
+
+    def __init_subclass__(cls, *, world: ModuleType | None = None, procedure: ModuleType | None = None,
+                          tools: ModuleType | None = None, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if not cls.name:
+            cls.name = cls.__name__
+        for attr, value in package_parts(cls, {"world": world, "procedure": procedure, "tools": tools}).items():
+            setattr(cls, attr, value)
 
     # ------------------------------------------------------------------ to implement
 
@@ -195,12 +211,23 @@ class SOPDomain(ABC):
 
     @functools.cached_property
     def sop_text(self) -> str:
-        """The SOP document (markdown)."""
-        path = Path(inspect.getfile(type(self))).parent / self.sop_file
-        if not path.is_file():
-            raise ConfigError(f"domain {self.name!r}: its SOP file {str(path)!r} does not exist; set `sop_file` "
-                              "to a path relative to the module that defines the domain")
-        return path.read_text(encoding="utf-8")
+        """The SOP document (markdown), without its front matter."""
+        return self._sop_document[1]
+
+    @functools.cached_property
+    def sop_front_matter(self) -> dict[str, str]:
+        """The SOP file's front matter (``{}`` for a domain that sets :attr:`sop_text` itself and has no file)."""
+        if type(self).sop_text is not SOPDomain.__dict__["sop_text"]:
+            try:
+                sop_path(type(self), self.sop_file, SOPDomain)
+            except ConfigError:
+                return {}
+        return self._sop_document[0]
+
+    @functools.cached_property
+    def _sop_document(self) -> tuple[dict[str, str], str]:
+        path = sop_path(type(self), self.sop_file, SOPDomain)
+        return read_document(path.read_text(encoding="utf-8"), where=str(path))
 
     def core_tools(self) -> ToolSet:
         """The tools without the distractors."""
@@ -368,6 +395,12 @@ class SOPEnv(ToolSandboxEnv):
 
     domain: SOPDomain | None = None
     """The domain this env class runs (subclasses set it)."""
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        # a domain env's manual gets the sections every SOP env shares (mtrl_gym.envs.sop.manual)
+        if isinstance(vars(cls).get("domain"), SOPDomain) and "## Description" in (cls.__doc__ or ""):
+            cls.__doc__ = complete_manual(cls.__doc__, cls.domain)
 
     @classmethod
     def profile(cls):

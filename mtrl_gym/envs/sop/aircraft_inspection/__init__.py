@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl_gym.envs.sop.aircraft_inspection import procedure
-from mtrl_gym.envs.sop.aircraft_inspection.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.aircraft_inspection.world import DEFAULT_DIFFICULTY, generate_world
+from mtrl_gym.envs.sop.aircraft_inspection import procedure, tools, world
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
 
@@ -34,22 +32,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 _RECORDED = ("engine_check", "landing_gear_check", "avionics_check", "ad_compliance", "disposition")
 
 
-class AircraftInspection(SOPDomain):
+class AircraftInspection(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Halden Air line-maintenance release inspection (SOP HA-LM-22): several checks, one field each."""
 
-    name = "AircraftInspection"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    role = ("You are the certifying inspector at a Halden Air line-maintenance station. Follow the standard "
-            "operating procedure (SOP) below exactly, using the maintenance system tools.")
-    request = ("An aircraft is due for its release inspection. Carry out the inspection by following the SOP, "
-               "record it, then submit the final JSON record.")
-    difficulty_limits = {"ads": (1, 8)}
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """The recorded inspection must exist, under the task's inspector, with the label's results."""
@@ -76,14 +62,6 @@ class AircraftInspectionEnv(SOPEnv):
     draw the disposition uniformly first, so no answer dominates; readings sit exactly on
     thresholds now and then.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-    (several per message run in order), bare JSON or ``name(arg=...)``; the final answer is
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``.
-
     ## Observation Space
     ``Text``. At reset: the request and the task inputs (``tail_number``,
     ``inspection_date``, ``inspector_id``) as a JSON block. After a step: the tool results
@@ -101,22 +79,12 @@ class AircraftInspectionEnv(SOPEnv):
     ``record_inspection`` call, under the task's inspector) carries the same check results
     and disposition, else 0.0.
 
-    ## Episode End
-    ``terminated`` on a final answer or when a call would exceed ``max_tool_calls`` (30);
-    ``truncated`` after ``max_turns`` (40) steps.
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-AircraftInspection-v0", difficulty={"noise": 2, "ads": 8})``.
     Difficulty knobs: ``noise`` (0 clean records; 1 irregular case and spacing in findings,
     statuses, MEL categories and the type; 2 also missing readings the SOP has rules for:
     EGT margin, tyre pressure, AD compliance records), ``distractors`` (show
     ``get_flight_schedule`` and ``get_parts_stock``) and ``ads`` (ADs listed for the type, 1-8).
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = AircraftInspection()

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
 from mtrl_gym.envs.sop.aircraft_inspection.procedure import inspection_id, norm
-from mtrl_gym.envs.sop.kit import find
+from mtrl_gym.envs.sop.kit import Records, lookup_tool
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_aircraft", "get_engine_data", "get_landing_gear",
            "get_avionics_faults", "lookup_mel", "list_ads", "get_ad_record", "record_inspection",
@@ -48,15 +48,10 @@ def get_aircraft(ctx: ToolContext, tail_number: str) -> dict[str, Any]:
     return ctx.state["aircraft"]
 
 
-@tool
-def get_engine_data(ctx: ToolContext, engine_serial: str) -> dict[str, Any]:
-    """Trend monitoring and the last borescope inspection of one engine.
-
-    Args:
-        engine_serial: The engine serial number, e.g. "EN-40213".
-    """
-    return find(ctx.state["engines"], engine_serial,
-                f"no engine {engine_serial!r}; installed engines are listed by get_aircraft")
+get_engine_data = lookup_tool("get_engine_data",
+                              Records("engines", "no engine {!r}; installed engines are listed by get_aircraft"),
+                              "engine_serial", "Trend monitoring and the last borescope inspection of one engine.",
+                              'The engine serial number, e.g. "EN-40213".')
 
 
 @tool

@@ -26,10 +26,12 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import pick, vary_case
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "TYPES", "FAULT_CODES", "MEL_DAYS"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "TYPES", "FAULT_CODES", "MEL_DAYS"]
 
 #: Default difficulty: record noise (0-2), distractor tools shown, ADs listed for the type (1-8).
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "ads": 4}
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"ads": (1, 8)}
 
 #: Aircraft type -> engines, tyre and brake positions, MSN range, rated tyre pressure (nose, main).
 TYPES: dict[str, dict[str, Any]] = {

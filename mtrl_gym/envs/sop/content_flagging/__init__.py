@@ -14,10 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
-from mtrl_gym.envs.sop.content_flagging import procedure
-from mtrl_gym.envs.sop.content_flagging.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.content_flagging.world import (ACTIONS, CATEGORIES, DEFAULT_DIFFICULTY, ESCALATIONS, MAX_HITS,
-                                                      SEVERITIES, generate_world)
+from mtrl_gym.envs.sop.content_flagging import procedure, tools, world
+from mtrl_gym.envs.sop.content_flagging.world import ACTIONS, CATEGORIES, ESCALATIONS, SEVERITIES
 from mtrl_gym.envs.sop.grading import Field
 
 __all__ = ["ContentFlagging", "ContentFlaggingEnv", "OUTPUT_SCHEMA"]
@@ -34,22 +32,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class ContentFlagging(SOPDomain):
+class ContentFlagging(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Trust and Safety review of a reported post (SOP CM-12): evidence, severity, action, escalation."""
 
-    name = "ContentFlagging"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"hits": (1, MAX_HITS)}
-    role = ("You are a content moderator in the Trust and Safety team of Parlour, a social network. Follow the "
-            "standard operating procedure (SOP) below exactly.")
-    request = "A user has reported a post. Review the report by following SOP CM-12, record your decision, then "\
-              "submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("decision_id", "decisions", fields=("action", "violation_category", "severity"),
                                what="decision")
 
@@ -80,15 +66,6 @@ class ContentFlaggingEnv(SOPEnv):
     ``get_trending_topics`` are distractors. The governing category and severity are
     drawn first, so no outcome dominates.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_report", "arguments": {"report_id":
-    "RPT-4829130"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"report_id": ..., "review_date": ...}``. After
     a step: the tool results (JSON records or ``Error: ...``), then notes.
@@ -107,13 +84,6 @@ class ContentFlaggingEnv(SOPEnv):
     answer's action, category and severity, and the escalation matches; 0.0 otherwise.
     ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-ContentFlagging-v0", difficulty={"noise": 1, "distractors": True,
     "hits": 4}, split="train")``. ``noise``: 0 only counted evidence; 1 sub-threshold hits of
@@ -121,9 +91,6 @@ class ContentFlaggingEnv(SOPEnv):
     other case, adult content in groups, quoted spam; 2 more of each. ``hits``: the most
     scanner hits per post (1 to 8; the oracle needs at most 7 calls). Other arguments as
     :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = ContentFlagging()

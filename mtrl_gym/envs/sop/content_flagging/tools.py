@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
 from mtrl_gym.envs.sop.content_flagging.procedure import decision_number
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_report", "get_post", "get_author", "scan_text", "check_links",
            "apply_moderation", "escalate", "translate_text", "get_trending_topics"]
@@ -23,38 +23,15 @@ Severity = Literal["none", "low", "medium", "high", "critical"]
 Team = Literal["legal", "privacy"]
 
 
-def _post(ctx: ToolContext, post_id: str) -> dict[str, Any]:
-    return find(ctx.state["posts"], post_id, f"no post {post_id!r}; post ids look like 'PST-12345678'")
-
-
-@tool
-def get_report(ctx: ToolContext, report_id: str) -> dict[str, Any]:
-    """Read a user report: the reported post, the reporter, the reason chosen by the reporter.
-
-    Args:
-        report_id: The report id, e.g. "RPT-4829130".
-    """
-    return find(ctx.state["reports"], report_id, f"no report {report_id!r}; report ids look like 'RPT-1234567'")
-
-
-@tool
-def get_post(ctx: ToolContext, post_id: str) -> dict[str, Any]:
-    """Read a post's metadata: author, audience, status, language, link count.
-
-    Args:
-        post_id: The post id from the report.
-    """
-    return _post(ctx, post_id)
-
-
-@tool
-def get_author(ctx: ToolContext, user_id: str) -> dict[str, Any]:
-    """Read a user's account: join date, verification, strike history.
-
-    Args:
-        user_id: The user id, e.g. "USR-482913".
-    """
-    return find(ctx.state["users"], user_id, f"no user {user_id!r}")
+_post = Records("posts", "no post {!r}; post ids look like 'PST-12345678'")
+get_report = lookup_tool("get_report", Records("reports", "no report {!r}; report ids look like 'RPT-1234567'"),
+                         "report_id", "Read a user report: the reported post, the reporter, the reason chosen by the "
+                         "reporter.", 'The report id, e.g. "RPT-4829130".')
+get_post = lookup_tool("get_post", _post, "post_id", "Read a post's metadata: author, audience, status, language, "
+                       "link count.", "The post id from the report.")
+get_author = lookup_tool("get_author", Records("users", "no user {!r}"), "user_id",
+                         "Read a user's account: join date, verification, strike history.",
+                         'The user id, e.g. "USR-482913".')
 
 
 @tool
@@ -95,13 +72,10 @@ def apply_moderation(ctx: ToolContext, post_id: str, action: Action, category: C
         severity: The governing severity ("none" for no violation).
     """
     post = _post(ctx, post_id)
-    if ctx.state["decisions"]:
-        raise ToolError(f"post {post['post_id']} already has decision {ctx.state['decisions'][0]['decision_id']}; "
-                        "a decision cannot be changed")
     record = {"decision_id": decision_number(ctx.state["decision_number"]), "post_id": post["post_id"],
               "action": action, "violation_category": category, "severity": severity}
-    ctx.state["decisions"].append(record)
-    return record
+    return record_once(ctx, "decisions", record, lambda first: f"post {post['post_id']} already has decision "
+                       f"{first['decision_id']}; a decision cannot be changed")
 
 
 @tool
@@ -115,11 +89,9 @@ def escalate(ctx: ToolContext, decision_id: str, team: Team) -> dict[str, Any]:
     made = [d for d in ctx.state["decisions"] if d["decision_id"] == decision_id.strip().upper()]
     if not made:
         raise ToolError(f"no decision {decision_id!r}; record the decision with apply_moderation first")
-    if ctx.state["escalations"]:
-        raise ToolError(f"decision {decision_id.strip().upper()} is already escalated")
     record = {"decision_id": made[0]["decision_id"], "team": team, "status": "queued"}
-    ctx.state["escalations"].append(record)
-    return record
+    return record_once(ctx, "escalations", record,
+                       lambda first: f"decision {decision_id.strip().upper()} is already escalated")
 
 
 @tool

@@ -23,12 +23,14 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, vary_case, weighted
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "MAX_HITS", "CATEGORIES", "SEVERITIES", "ACTIONS", "ESCALATIONS",
-           "THRESHOLDS", "BASE_SEVERITY", "PRECEDENCE", "ACTION_MATRIX", "STRIKE_WINDOW_DAYS"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_HITS", "CATEGORIES", "SEVERITIES",
+           "ACTIONS", "ESCALATIONS", "THRESHOLDS", "BASE_SEVERITY", "PRECEDENCE", "ACTION_MATRIX", "STRIKE_WINDOW_DAYS"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "hits": 4}
 #: Largest value of the ``hits`` knob (scanner hits on a post, traps included).
 MAX_HITS = 8
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"hits": (1, MAX_HITS)}
 CATEGORIES = ("none", "threat", "personal_data", "hate_speech", "adult", "spam")
 SEVERITIES = ("none", "low", "medium", "high", "critical")
 ACTIONS = ("dismiss", "label", "age_restrict", "remove", "remove_and_suspend")

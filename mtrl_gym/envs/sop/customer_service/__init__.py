@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
-from mtrl_gym.envs.sop.customer_service import procedure
-from mtrl_gym.envs.sop.customer_service.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.customer_service.world import DEFAULT_DIFFICULTY, generate_world
+from mtrl_gym.envs.sop.customer_service import procedure, tools, world
 from mtrl_gym.envs.sop.grading import Field
 
 __all__ = ["CustomerService", "CustomerServiceEnv", "OUTPUT_SCHEMA"]
@@ -36,22 +34,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class CustomerService(SOPDomain):
+class CustomerService(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Kestrel Broadband fault-call handling (SOP KB-CS-014): a chain of dependent support tools."""
 
-    name = "CustomerService"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    role = ("You are a technical support agent at Kestrel Broadband, on a call with a customer. Follow the "
-            "standard operating procedure (SOP) below exactly, using the support console tools.")
-    request = ("A customer has called to report a broadband fault. Handle the call by following the SOP, then "
-               "submit the final JSON record.")
-    difficulty_limits = {"devices": (1, 4), "history": (0, 12)}
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """The ticket, remote actions and escalation the tools recorded must agree with the label."""
@@ -90,14 +76,6 @@ class CustomerServiceEnv(SOPEnv):
     action, re-tests, and escalates what remains. Worlds are generated from a seed with the
     outcome drawn first, so every path of the SOP is common.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-    (several per message run in order), bare JSON or ``name(arg=...)``; the final answer is
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``.
-
     ## Observation Space
     ``Text``. At reset: the request and the task inputs (``call_date``, ``account_id``,
     ``caller_name``, ``passcode``, ``device_label``, ``reported_fault``) as a JSON block.
@@ -117,13 +95,6 @@ class CustomerServiceEnv(SOPEnv):
     agree with it (the ticket's priority and incident, the remote action performed on the
     caller's device, the escalation team; no ticket when the SOP stops early), else 0.0.
 
-    ## Episode End
-    ``terminated`` on a final answer or when a call would exceed ``max_tool_calls`` (30);
-    ``truncated`` after ``max_turns`` (40) steps.
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-CustomerService-v0", difficulty={"noise": 2, "devices": 4, "history": 8})``.
     Difficulty knobs: ``noise`` (0 clean records; 1 irregular case and spacing in names,
@@ -131,9 +102,6 @@ class CustomerServiceEnv(SOPEnv):
     priority care, authorised users, the optical reading, the firmware in the diagnostics),
     ``distractors`` (show ``get_billing_history`` and ``schedule_callback``), ``devices``
     (devices on the account, 1-4) and ``history`` (past tickets at most, 0-12).
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = CustomerService()

@@ -19,6 +19,7 @@ from datetime import date
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
+from mtrl_gym.envs.sop.kit import OneRecord, lookup_tool
 from mtrl_gym.envs.sop.customer_service.procedure import apply_remote_action, norm
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "lookup_account", "authenticate", "check_outages", "open_ticket",
@@ -28,11 +29,7 @@ __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "lookup_account", "authenticate", "check
 _MAX_FAILED_ATTEMPTS = 3
 
 
-def _account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    account = ctx.state["account"]
-    if account_id.strip().upper() != account["account_id"]:
-        raise ToolError(f"no account {account_id!r}; account numbers look like 'KB-123456'")
-    return account
+_account = OneRecord("account", "account_id", "no account {!r}; account numbers look like 'KB-123456'")
 
 
 def _device(ctx: ToolContext, serial: str) -> dict[str, Any]:
@@ -52,14 +49,9 @@ def _ticket(ctx: ToolContext, ticket_id: str) -> dict[str, Any]:
     return ticket
 
 
-@tool
-def lookup_account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    """Look up a customer account: holder, authorised users, status, plan, postcode, devices, past tickets.
-
-    Args:
-        account_id: The account number, e.g. "KB-482913".
-    """
-    return _account(ctx, account_id)
+lookup_account = lookup_tool("lookup_account", _account, "account_id",
+                             "Look up a customer account: holder, authorised users, "
+                             "status, plan, postcode, devices, past tickets.", 'The account number, e.g. "KB-482913".')
 
 
 @tool

@@ -26,12 +26,14 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import pick, vary_case
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "SCENARIOS", "MODELS", "CATEGORIES",
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "SCENARIOS", "MODELS", "CATEGORIES",
            "REMEDY_ACTIONS"]
 
 #: Default difficulty: record noise (0-2), distractor tools shown, devices on the account (1-4),
 #: past tickets on the account at most (0-12).
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "devices": 2, "history": 4}
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"devices": (1, 4), "history": (0, 12)}
 
 #: Scenario -> weight. The weights keep every outcome and diagnosis class reasonably frequent.
 SCENARIOS: dict[str, float] = {

@@ -12,22 +12,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
-from mtrl_gym.envs.sop.dangerous_goods import procedure
-from mtrl_gym.envs.sop.dangerous_goods.tools import DISTRACTORS, TOOLS
-from mtrl_gym.envs.sop.dangerous_goods.world import CLASSES, GAP_DEFAULTS, generate_world
+from mtrl_gym.envs.sop.dangerous_goods import procedure, tools, world
+from mtrl_gym.envs.sop.dangerous_goods.world import CLASSES, GAP_DEFAULTS, MAX_PRODUCTS
 from mtrl_gym.envs.sop.grading import Field, normalize_enum
 
 __all__ = ["DangerousGoods", "DangerousGoodsEnv", "MAX_PRODUCTS"]
 
-#: Largest value of the ``products`` difficulty knob.
-MAX_PRODUCTS = 4
 _SCORE = "An integer from 0 to 3 (SOP section 3)."
 
 
-class DangerousGoods(SOPDomain):
+class DangerousGoods(SOPDomain, world=world, procedure=procedure, tools=tools):
     """SOP DG-04: hazard classification of outbound dangerous-goods shipments."""
 
-    name = "DangerousGoods"
     output_schema = {
         "governing_product": Field("str", description="The governing product's code as printed on its SDS."),
         "flammability_score": Field("int", description=_SCORE),
@@ -40,18 +36,7 @@ class DangerousGoods(SOPDomain):
                            description="The governing product's data gaps (section 3), any order; [] if none."),
         "classification_id": Field("str", description="The id returned by file_classification."),
     }
-    tools = TOOLS
-    distractor_tools = DISTRACTORS
-    default_difficulty = {"noise": 1, "distractors": True, "products": 2}
-    difficulty_limits = {"products": (1, MAX_PRODUCTS)}
-    role = ("You are a dangerous-goods compliance officer at a logistics warehouse. Follow the standard operating "
-            "procedure (SOP) below exactly.")
-    request = ("Classify the outbound shipment below under SOP DG-04: file the classification, then submit the "
-               "final JSON object.")
-
-    generate = staticmethod(generate_world)
     expected = staticmethod(procedure.expected_answer)
-    oracle = staticmethod(procedure.oracle)
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
         return {"shipment_id": world["shipment"]["shipment_id"]}
@@ -83,15 +68,6 @@ class DangerousGoodsEnv(SOPEnv):
     and are reported as data gaps. ``get_freight_rates`` and ``lookup_tariff_code`` are
     distractors. Worlds are generated outcome-first, so the four classes are equally likely.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_shipment", "arguments": {"shipment_id":
-    "SHP-204518"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"shipment_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -109,22 +85,12 @@ class DangerousGoodsEnv(SOPEnv):
     1.0 when all nine fields are exactly right and the register holds the governing
     product's classification; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-DangerousGoods-v0", difficulty={"noise": 1, "distractors": True,
     "products": 2}, split="train")``. ``noise``: 0 clean records, 1 unit variants, missing
     and overriding values, data gaps, superseded SDS revisions, messy codes and extra lines,
     2 more of each. ``products``: dangerous-goods products per shipment (1 to 4; the oracle
     needs ``2 * products + 2`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = DangerousGoods()

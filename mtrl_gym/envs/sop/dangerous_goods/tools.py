@@ -9,53 +9,34 @@ like a warehouse system's API, never containing the label.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
 from mtrl_gym.envs.sop.dangerous_goods.procedure import normalize_code
 from mtrl_gym.envs.sop.dangerous_goods.world import LB_KG
-from mtrl_gym.envs.sop.kit import stable_number
+from mtrl_gym.envs.sop.kit import OneRecord, Records, lookup_tool, stable_number
 
-__all__ = ["TOOLS", "DISTRACTORS", "get_shipment", "get_safety_data_sheet", "get_lab_report", "convert_units",
+__all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_shipment", "get_safety_data_sheet", "get_lab_report", "convert_units",
            "file_classification", "get_freight_rates", "lookup_tariff_code"]
 
 #: The hazard classes (the same tuple as ``world.CLASSES``; a test pins it).
 HazardClass = Literal["Class A", "Class B", "Class C", "Class D"]
 
 
-def _shipment(ctx: ToolContext, shipment_id: str) -> dict[str, Any]:
-    shipment = ctx.state["shipment"]
-    if shipment_id.strip().upper() != shipment["shipment_id"]:
-        raise ToolError(f"no shipment {shipment_id!r} in the outbound queue")
-    return shipment
+_shipment = OneRecord("shipment", "shipment_id", "no shipment {!r} in the outbound queue")
+# product codes compare without case and surrounding spaces (rule 1.2), as find() does
+_sds = Records("sds", "no safety data sheet for product {!r}; check the code on the manifest (lines without a UN "
+                      "number are not dangerous goods and have none)")
 
 
-def _sds(ctx: ToolContext, product_code: str) -> dict[str, Any]:
-    sheet = ctx.state["sds"].get(normalize_code(product_code))
-    if sheet is None:
-        raise ToolError(f"no safety data sheet for product {product_code!r}; check the code on the manifest "
-                        "(lines without a UN number are not dangerous goods and have none)")
-    return sheet
+get_shipment = lookup_tool("get_shipment", _shipment, "shipment_id",
+                           "Look up an outbound shipment and its manifest lines "
+                           "(product code, UN number, net quantity).", 'The shipment id, e.g. "SHP-204518".')
 
 
-@tool
-def get_shipment(ctx: ToolContext, shipment_id: str) -> dict:
-    """Look up an outbound shipment and its manifest lines (product code, UN number, net quantity).
-
-    Args:
-        shipment_id: The shipment id, e.g. "SHP-204518".
-    """
-    return _shipment(ctx, shipment_id)
-
-
-@tool
-def get_safety_data_sheet(ctx: ToolContext, product_code: str) -> dict:
-    """Get a product's safety data sheet with all its revisions (flash point, oral LD50, reactivity code).
-
-    Args:
-        product_code: The product code, e.g. "PRD-10442".
-    """
-    return _sds(ctx, product_code)
+get_safety_data_sheet = lookup_tool("get_safety_data_sheet", _sds, "product_code",
+                                    "Get a product's safety data sheet with all its revisions "
+                                    "(flash point, oral LD50, reactivity code).", 'The product code, e.g. "PRD-10442".')
 
 
 @tool
@@ -157,6 +138,6 @@ def lookup_tariff_code(ctx: ToolContext, product_code: str) -> dict:
             "duty_rate_pct": round((n % 65) / 10, 1)}
 
 
-DISTRACTORS = ("get_freight_rates", "lookup_tariff_code")
+DISTRACTOR_TOOLS = ("get_freight_rates", "lookup_tariff_code")
 TOOLS = ToolSet([get_shipment, get_safety_data_sheet, get_lab_report, convert_units, file_classification,
                  get_freight_rates, lookup_tariff_code])

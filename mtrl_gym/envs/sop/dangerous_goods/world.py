@@ -25,13 +25,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["generate_world", "hazard_class", "CLASSES", "GAP_DEFAULTS", "SEVERITY"]
+__all__ = ["DEFAULT_DIFFICULTY", "DIFFICULTY_LIMITS", "MAX_PRODUCTS", "generate_world", "hazard_class", "CLASSES",
+           "GAP_DEFAULTS", "SEVERITY"]
 
 CLASSES = ("Class A", "Class B", "Class C", "Class D")
 #: Severity rank of each class (higher is more severe).
 SEVERITY = {"Class A": 3, "Class B": 2, "Class C": 1, "Class D": 0}
 #: Score given to a check whose data is missing (SOP section 3); quantity never has gaps.
 GAP_DEFAULTS = {"flash_point": 2, "ld50": 2, "reactivity": 1}
+#: Largest value of the ``products`` difficulty knob.
+MAX_PRODUCTS = 4
+DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "products": 2}
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"products": (1, MAX_PRODUCTS)}
 _CHECK_OF_GAP = {"flash_point": 0, "ld50": 1, "reactivity": 2}
 #: Per noise level: probability that a check of a product is a data gap.
 _GAP_P = (0.0, 0.18, 0.3)

@@ -16,9 +16,7 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.kyb_review import procedure
-from mtrl_gym.envs.sop.kyb_review.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.kyb_review.world import DEFAULT_DIFFICULTY, generate_world
+from mtrl_gym.envs.sop.kyb_review import procedure, tools, world
 
 __all__ = ["KYBReview", "KYBReviewEnv", "OUTPUT_SCHEMA"]
 
@@ -34,23 +32,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class KYBReview(SOPDomain):
+class KYBReview(SOPDomain, world=world, procedure=procedure, tools=tools):
     """The KYBReview domain: SOP FC-210 of a (synthetic) bank's financial-crimes team."""
 
-    name = "KYBReview"
-    sop_file = "sop.md"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = dict(DEFAULT_DIFFICULTY)
-    role = ("You are a know-your-business (KYB) analyst at Harbourline Bank. Follow the standard operating "
-            "procedure (SOP) below exactly.")
-    request = ("A business has applied to open accounts. Review its onboarding application by following SOP FC-210, "
-               "then submit the final JSON object.")
-    difficulty_limits = {"max_owners": (1, 8)}
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("case_id", "cases", fields=("decision",), what="case")
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,7 +56,7 @@ class KYBReviewEnv(SOPEnv):
     business account type, holder name), apply the decision matrix and file one case. The
     first observation holds only the application id.
 
-    ## Action Space, Action Format, Observation Space, Invalid Actions, Episode End
+    ## Observation Space, Invalid Actions
     As :class:`~mtrl_gym.envs.sop.SOPEnv`. Tools: ``get_application``,
     ``lookup_registry``, ``get_ownership_filing``, ``screen_sanctions``,
     ``verify_bank_account``, ``open_case`` (stateful; refuses a second case for the same
@@ -87,16 +72,10 @@ class KYBReviewEnv(SOPEnv):
     1.0 when all seven fields are right, no extra keys are present and the case was filed
     with the expected decision; else 0.0. ``FieldReward`` gives the per-field mean.
 
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-KYBReview-v0", difficulty={"noise": 2, "max_owners": 6})``.
     Knobs: ``noise`` (0, 1, 2; default 1), ``distractors`` (default true), ``max_owners``
     (1-8; default 4). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = KYBReview()

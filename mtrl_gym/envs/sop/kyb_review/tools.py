@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once
 from mtrl_gym.envs.sop.kyb_review.catalog import BANKS, DECISION_PREFIX, business_key, person_key
 from mtrl_gym.envs.sop.kyb_review.procedure import registry_key, screen
 
@@ -22,19 +22,13 @@ __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_application", "lookup_registry", "g
 _MAX_NAME = 200
 
 
-def _application(ctx: ToolContext, application_id: str) -> dict[str, Any]:
-    return find(ctx.state["applications"], application_id,
-                f"no application {application_id!r}; application ids look like 'APP-123456'")
+_application = Records("applications", "no application {!r}; application ids look like 'APP-123456'")
 
 
-@tool
-def get_application(ctx: ToolContext, application_id: str) -> dict[str, Any]:
-    """Read a business onboarding application: business details, declared owners, control person, bank account.
-
-    Args:
-        application_id: The application id, e.g. "APP-482913".
-    """
-    return _application(ctx, application_id)
+get_application = lookup_tool("get_application", _application, "application_id",
+                              "Read a business onboarding application: business details, "
+                              "declared owners, control person, bank account.",
+                              'The application id, e.g. "APP-482913".')
 
 
 @tool
@@ -111,15 +105,13 @@ def open_case(ctx: ToolContext, application_id: str,
     app = _application(ctx, application_id)
     if len(note) > 2000:
         raise ToolError("the note may have at most 2000 characters")
-    world = ctx.state
-    done = next((c for c in world["cases"] if c["application_id"] == app["application_id"]), None)
-    if done is not None:
-        raise ToolError(f"application {app['application_id']} already has case {done['case_id']}; a case cannot be "
-                        "filed twice or changed")
-    cid = f"KYB-{DECISION_PREFIX[decision]}-{world['next_case']}"
-    world["next_case"] += 1
-    world["cases"].append({"case_id": cid, "application_id": app["application_id"], "decision": decision,
-                           "note": note})
+    # the world holds one application, so a case on file is this application's
+    cid = f"KYB-{DECISION_PREFIX[decision]}-{ctx.state['next_case']}"
+    record_once(ctx, "cases", {"case_id": cid, "application_id": app["application_id"], "decision": decision,
+                               "note": note},
+                lambda first: f"application {app['application_id']} already has case {first['case_id']}; a case "
+                              "cannot be filed twice or changed")
+    ctx.state["next_case"] += 1
     return {"case_id": cid, "application_id": app["application_id"], "decision": decision, "status": "open"}
 
 

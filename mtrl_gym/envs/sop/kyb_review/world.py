@@ -34,9 +34,11 @@ from mtrl_gym.envs.sop.kyb_review.catalog import (ACTIVE_STATUSES, BANKS, BUSINE
 from mtrl_gym.envs.sop.kyb_review.people import Cast, person_variant
 from mtrl_gym.envs.sop.kyb_review.procedure import expected, registry_key
 
-__all__ = ["DEFAULT_DIFFICULTY", "draw_outcomes", "generate_world"]
+__all__ = ["DIFFICULTY_LIMITS", "DEFAULT_DIFFICULTY", "draw_outcomes", "generate_world"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "max_owners": 4}
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"max_owners": (1, 8)}
 _CHECKS = ("registration_check", "ownership_check", "sanctions_result", "bank_check", "decision")
 _FORM_TYPES = {"LLC": "limited liability company", "Inc": "corporation", "Corp": "corporation",
                "Ltd": "limited company", "Co": "general partnership"}

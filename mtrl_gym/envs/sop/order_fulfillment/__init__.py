@@ -15,10 +15,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.order_fulfillment import procedure
-from mtrl_gym.envs.sop.order_fulfillment.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.order_fulfillment.world import (DEFAULT_DIFFICULTY, MAX_LINES, OUTCOMES, SERVICES, WAREHOUSES,
-                                                       generate_world)
+from mtrl_gym.envs.sop.order_fulfillment import procedure, tools, world
+from mtrl_gym.envs.sop.order_fulfillment.world import OUTCOMES, SERVICES, WAREHOUSES
 
 __all__ = ["OrderFulfillment", "OrderFulfillmentEnv", "OUTPUT_SCHEMA"]
 
@@ -37,22 +35,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class OrderFulfillment(SOPDomain):
+class OrderFulfillment(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Larkspur Home Goods order fulfilment (SOP OF-31): payment, stock, allocation, carrier service."""
 
-    name = "OrderFulfillment"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"lines": (1, MAX_LINES)}
-    role = ("You are a fulfilment coordinator at Larkspur Home Goods, a home-wares retailer with three "
-            "warehouses. Follow the standard operating procedure (SOP) below exactly.")
-    request = "An order is waiting at the fulfilment desk. Process it by following SOP OF-31, then submit the final "\
-              "JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
         """One action, agreeing with the decision: the shipment's warehouse, service and lines, or the status."""
@@ -96,15 +82,6 @@ class OrderFulfillmentEnv(SOPEnv):
     ``estimate_delivery`` are distractors. Outcomes are drawn first (ship in full 28 %,
     ship in part 20 %, the four others 13 % each).
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_order", "arguments": {"order_id":
-    "SO-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"order_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -123,13 +100,6 @@ class OrderFulfillmentEnv(SOPEnv):
     (the shipment's warehouse, service and lines, or the order's status); 0.0 otherwise.
     ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-OrderFulfillment-v0", difficulty={"noise": 1, "distractors": True,
     "lines": 3}, split="train")``. ``noise``: 0 clean records; 1 SKUs in other case and
@@ -137,9 +107,6 @@ class OrderFulfillmentEnv(SOPEnv):
     warehouse with stock, missing flags; 2 more of each. ``lines``: the most SKUs per order
     (1 to 6; the oracle needs at most ``lines + 5`` calls). Other arguments as
     :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = OrderFulfillment()

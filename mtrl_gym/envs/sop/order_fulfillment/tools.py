@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.kit import Records, find, lookup_tool, stable_number
 from mtrl_gym.envs.sop.order_fulfillment.procedure import norm_sku, region_of, shipment_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_order", "get_customer", "check_inventory", "lookup_zone",
@@ -24,8 +24,7 @@ Service = Literal["ground", "two_day", "overnight", "freight", "international_ec
 Status = Literal["backorder", "hold_payment", "hold_compliance", "cancel_unavailable"]
 
 
-def _order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
-    return find(ctx.state["orders"], order_id, f"no order {order_id!r}; order ids look like 'SO-123456'")
+_order = Records("orders", "no order {!r}; order ids look like 'SO-123456'")
 
 
 def _closed(ctx: ToolContext) -> str | None:
@@ -37,34 +36,18 @@ def _closed(ctx: ToolContext) -> str | None:
     return None
 
 
-@tool
-def get_order(ctx: ToolContext, order_id: str) -> dict[str, Any]:
-    """Read a customer order: lines (SKU, quantity), ship-to address, shipping method, payment, flags.
-
-    Args:
-        order_id: The order id, e.g. "SO-482913".
-    """
-    return _order(ctx, order_id)
+get_order = lookup_tool("get_order", _order, "order_id", "Read a customer order: lines (SKU, quantity), ship-to "
+                        "address, shipping method, payment, flags.", 'The order id, e.g. "SO-482913".')
 
 
-@tool
-def get_customer(ctx: ToolContext, customer_id: str) -> dict[str, Any]:
-    """Read a customer's account: name, customer since, loyalty tier.
-
-    Args:
-        customer_id: The customer id from the order, e.g. "CU-48213".
-    """
-    return find(ctx.state["customers"], customer_id, f"no customer {customer_id!r}")
+get_customer = lookup_tool("get_customer", Records("customers", "no customer {!r}"), "customer_id",
+                           "Read a customer's account: name, customer since, loyalty tier.",
+                           'The customer id from the order, e.g. "CU-48213".')
 
 
-@tool
-def check_inventory(ctx: ToolContext, sku: str) -> dict[str, Any]:
-    """The inventory record of a SKU: status, hazmat flag, unit weight, stock on hand and reserved per warehouse.
-
-    Args:
-        sku: The SKU, e.g. "LHG-40213".
-    """
-    return find(ctx.state["inventory"], norm_sku(sku), f"no SKU {sku!r} in the catalogue")
+check_inventory = lookup_tool("check_inventory", Records("inventory", "no SKU {!r} in the catalogue", norm_sku), "sku",
+                              "The inventory record of a SKU: status, hazmat flag, unit "
+                              "weight, stock on hand and reserved per warehouse.", 'The SKU, e.g. "LHG-40213".')
 
 
 @tool

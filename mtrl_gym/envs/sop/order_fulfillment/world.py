@@ -22,12 +22,15 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, vary_case, weighted
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "MAX_LINES", "OUTCOMES", "SERVICES", "WAREHOUSES", "RANKING",
-           "REGIONS", "AREAS", "LB_KG", "FREIGHT_ABOVE_KG", "OVERNIGHT_UP_TO_KG", "UPGRADE_FROM_VALUE", "HOME_COUNTRY"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_LINES", "OUTCOMES", "SERVICES",
+           "WAREHOUSES", "RANKING", "REGIONS", "AREAS", "LB_KG", "FREIGHT_ABOVE_KG", "OVERNIGHT_UP_TO_KG",
+           "UPGRADE_FROM_VALUE", "HOME_COUNTRY"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "lines": 3}
 #: Largest value of the ``lines`` knob (distinct SKUs on an order).
 MAX_LINES = 6
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"lines": (1, MAX_LINES)}
 OUTCOMES = ("ship_full", "ship_partial", "backorder", "hold_payment", "hold_compliance", "cancel_unavailable")
 SERVICES = ("ground", "two_day", "overnight", "freight", "international_economy", "international_priority")
 WAREHOUSES = ("LHG-EAST", "LHG-MID", "LHG-WEST")

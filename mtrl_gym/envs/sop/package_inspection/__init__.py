@@ -13,9 +13,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.package_inspection import procedure
-from mtrl_gym.envs.sop.package_inspection.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.package_inspection.world import DEFAULT_DIFFICULTY, DISPOSITIONS, MAX_PACKAGES, generate_world
+from mtrl_gym.envs.sop.package_inspection import procedure, tools, world
+from mtrl_gym.envs.sop.package_inspection.world import DISPOSITIONS
 
 __all__ = ["PackageInspection", "PackageInspectionEnv", "OUTPUT_SCHEMA"]
 
@@ -31,22 +30,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class PackageInspection(SOPDomain):
+class PackageInspection(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Inbound receiving inspection (SOP WI-05): package findings, counts against the order, disposition."""
 
-    name = "PackageInspection"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"packages": (1, MAX_PACKAGES)}
-    role = ("You are a receiving inspector at the Harrow Park distribution centre. Follow the standard operating "
-            "procedure (SOP) below exactly.")
-    request = "A delivery has been unloaded at the dock. Inspect the receipt by following SOP WI-05, record it, "\
-              "then submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("inspection_id", "records", fields=("disposition",), what="inspection")
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
@@ -72,15 +59,6 @@ class PackageInspectionEnv(SOPEnv):
     ``get_dock_schedule`` and ``get_forklift_status`` are distractors. The five
     dispositions are drawn first, with equal weight.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_receipt", "arguments": {"receipt_id":
-    "RCV-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"receipt_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -98,22 +76,12 @@ class PackageInspectionEnv(SOPEnv):
     1.0 when all six fields are exactly right and the record carries the disposition and
     the rejected packages; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-PackageInspection-v0", difficulty={"noise": 1, "distractors": True,
     "packages": 3}, split="train")``. ``noise``: 0 weights in kg, clean SKUs; 1 weights in lb
     or g, SKUs in other case and spacing, missing seal fields, variances between the two
     limits; 2 more of each. ``packages``: the most packages per receipt (1 to 6; the oracle
     needs ``packages + 4`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = PackageInspection()

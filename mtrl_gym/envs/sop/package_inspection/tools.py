@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.package_inspection.procedure import record_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_receipt", "get_purchase_order", "get_supplier", "inspect_package",
@@ -20,48 +20,28 @@ __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_receipt", "get_purchase_order", "ge
 Disposition = Literal["accept", "hold_for_review", "partial_receipt", "reject_all", "security_hold"]
 
 
-def _receipt(ctx: ToolContext, receipt_id: str) -> dict[str, Any]:
-    return find(ctx.state["receipts"], receipt_id, f"no receipt {receipt_id!r}; receipt ids look like 'RCV-123456'")
+_receipt = Records("receipts", "no receipt {!r}; receipt ids look like 'RCV-123456'")
 
 
-@tool
-def get_receipt(ctx: ToolContext, receipt_id: str) -> dict[str, Any]:
-    """Read an inbound receipt: purchase order, carrier, dock, packages with declared weights.
-
-    Args:
-        receipt_id: The receipt id, e.g. "RCV-482913".
-    """
-    return _receipt(ctx, receipt_id)
+get_receipt = lookup_tool("get_receipt", _receipt, "receipt_id",
+                          "Read an inbound receipt: purchase order, carrier, dock, packages with declared weights.",
+                          'The receipt id, e.g. "RCV-482913".')
 
 
-@tool
-def get_purchase_order(ctx: ToolContext, po_number: str) -> dict[str, Any]:
-    """Read a purchase order: the supplier and the ordered SKUs with quantities.
-
-    Args:
-        po_number: The purchase-order number, e.g. "PO-482913".
-    """
-    return find(ctx.state["purchase_orders"], po_number, f"no purchase order {po_number!r}")
+get_purchase_order = lookup_tool("get_purchase_order", Records("purchase_orders", "no purchase order {!r}"),
+                                 "po_number",
+                                 "Read a purchase order: the supplier and the ordered SKUs with quantities.",
+                                 'The purchase-order number, e.g. "PO-482913".')
 
 
-@tool
-def get_supplier(ctx: ToolContext, supplier_id: str) -> dict[str, Any]:
-    """Read a supplier's record: name and status (preferred, standard, probation).
-
-    Args:
-        supplier_id: The supplier id, e.g. "SUP-4821".
-    """
-    return find(ctx.state["suppliers"], supplier_id, f"no supplier {supplier_id!r}")
+get_supplier = lookup_tool("get_supplier", Records("suppliers", "no supplier {!r}"), "supplier_id",
+                           "Read a supplier's record: name and status (preferred, standard, probation).",
+                           'The supplier id, e.g. "SUP-4821".')
 
 
-@tool
-def inspect_package(ctx: ToolContext, package_id: str) -> dict[str, Any]:
-    """The dock inspection of one package: measured weight, damage flags, seal, scanned items.
-
-    Args:
-        package_id: The package id from the receipt, e.g. "PKG-482913".
-    """
-    return find(ctx.state["inspections"], package_id, f"no package {package_id!r} at the dock")
+inspect_package = lookup_tool("inspect_package", Records("inspections", "no package {!r} at the dock"), "package_id",
+                              "The dock inspection of one package: measured weight, damage flags, seal, scanned items.",
+                              'The package id from the receipt, e.g. "PKG-482913".')
 
 
 @tool
@@ -79,13 +59,10 @@ def record_inspection(ctx: ToolContext, receipt_id: str, disposition: Dispositio
     unknown = sorted(set(rejected_packages) - known)
     if unknown:
         raise ToolError(f"package(s) {unknown} are not on receipt {receipt['receipt_id']}")
-    if ctx.state["records"]:
-        raise ToolError(f"receipt {receipt['receipt_id']} is already recorded "
-                        f"({ctx.state['records'][0]['inspection_id']})")
     record = {"inspection_id": record_number(ctx.state["record_number"]), "receipt_id": receipt["receipt_id"],
               "disposition": disposition, "rejected_packages": sorted(rejected_packages)}
-    ctx.state["records"].append(record)
-    return record
+    return record_once(ctx, "records", record,
+                       lambda first: f"receipt {receipt['receipt_id']} is already recorded ({first['inspection_id']})")
 
 
 @tool

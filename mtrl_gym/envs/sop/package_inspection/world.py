@@ -21,12 +21,14 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, weighted
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "MAX_PACKAGES", "DISPOSITIONS", "LB_KG", "VARIANCE_LIMIT",
-           "PROBATION_VARIANCE_LIMIT"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_PACKAGES", "DISPOSITIONS", "LB_KG",
+           "VARIANCE_LIMIT", "PROBATION_VARIANCE_LIMIT"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "packages": 3}
 #: Largest value of the ``packages`` knob.
 MAX_PACKAGES = 6
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"packages": (1, MAX_PACKAGES)}
 DISPOSITIONS = ("accept", "hold_for_review", "partial_receipt", "reject_all", "security_hold")
 LB_KG = 0.45359237
 VARIANCE_LIMIT = 0.10

@@ -15,10 +15,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.patient_intake import procedure
+from mtrl_gym.envs.sop.patient_intake import procedure, tools, world
 from mtrl_gym.envs.sop.patient_intake.catalog import MEDICATIONS
-from mtrl_gym.envs.sop.patient_intake.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.patient_intake.world import DEFAULT_DIFFICULTY, generate_world
 
 __all__ = ["PatientIntake", "PatientIntakeEnv", "OUTPUT_SCHEMA"]
 
@@ -38,23 +36,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class PatientIntake(SOPDomain):
+class PatientIntake(SOPDomain, world=world, procedure=procedure, tools=tools):
     """The PatientIntake domain: SOP PA-104 of a (synthetic) community clinic."""
 
-    name = "PatientIntake"
-    sop_file = "sop.md"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = dict(DEFAULT_DIFFICULTY)
-    role = ("You are an intake coordinator at Riverbend Community Clinics. Follow the standard operating "
-            "procedure (SOP) below exactly.")
-    request = ("A patient has submitted a pre-visit intake form. Complete the intake by following SOP PA-104, "
-               "then submit the final JSON object.")
-    difficulty_limits = {"max_medications": (2, 10)}
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("registration_id", "registrations", fields=_REGISTRATION_FIELDS, what="registration")
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,7 +59,7 @@ class PatientIntakeEnv(SOPEnv):
     care pathway, and register the patient once. The first observation holds only the
     intake id.
 
-    ## Action Space, Action Format, Observation Space, Invalid Actions, Episode End
+    ## Observation Space, Invalid Actions
     As :class:`~mtrl_gym.envs.sop.SOPEnv`. Tools: ``get_intake_form``,
     ``verify_eligibility``, ``search_pharmacies``, ``check_pharmacy_network``,
     ``lookup_medication``, ``check_interactions``, ``lookup_allergen``, ``register_patient``
@@ -91,16 +76,10 @@ class PatientIntakeEnv(SOPEnv):
     1.0 when all seven fields are right, no extra keys are present and the registration
     was made with the expected values; else 0.0. ``FieldReward`` gives the per-field mean.
 
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-PatientIntake-v0", difficulty={"noise": 2, "max_medications": 8})``.
     Knobs: ``noise`` (0, 1, 2; default 1), ``distractors`` (default true),
     ``max_medications`` (2-10; default 6). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = PatientIntake()

@@ -13,7 +13,7 @@ import difflib
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once
 from mtrl_gym.envs.sop.patient_intake.catalog import (ALLERGENS, MEDICATIONS, PATHWAY_PREFIX, PAYERS, PLAN_NAMES,
                                                       interaction, normalize_name)
 from mtrl_gym.envs.sop.patient_intake.procedure import resolve_allergen, resolve_medication
@@ -36,18 +36,12 @@ def _suggest(name: str, options: list[str]) -> str:
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
-def _form(ctx: ToolContext, intake_id: str) -> dict[str, Any]:
-    return find(ctx.state["forms"], intake_id, f"no intake form {intake_id!r}; intake ids look like 'INT-12345'")
+_form = Records("forms", "no intake form {!r}; intake ids look like 'INT-12345'")
 
 
-@tool
-def get_intake_form(ctx: ToolContext, intake_id: str) -> dict[str, Any]:
-    """Read a submitted pre-visit intake form: patient, appointment, insurance, pharmacy, medications, allergies.
-
-    Args:
-        intake_id: The intake id, e.g. "INT-48213".
-    """
-    return _form(ctx, intake_id)
+get_intake_form = lookup_tool("get_intake_form", _form, "intake_id", "Read a submitted pre-visit intake form: patient, "
+                              "appointment, insurance, pharmacy, medications, allergies.",
+                              'The intake id, e.g. "INT-48213".')
 
 
 @tool
@@ -169,17 +163,15 @@ def register_patient(ctx: ToolContext, intake_id: str,
         care_pathway: The assigned care pathway (decides the registration queue).
     """
     form = _form(ctx, intake_id)
-    world = ctx.state
-    done = next((r for r in world["registrations"] if r["intake_id"] == form["intake_id"]), None)
-    if done is not None:
-        raise ToolError(f"intake {form['intake_id']} is already registered as {done['registration_id']}; "
-                        "a registration cannot be repeated or changed")
-    rid = f"{PATHWAY_PREFIX[care_pathway]}-{world['next_registration']}"
-    world["next_registration"] += 1
-    world["registrations"].append({"registration_id": rid, "intake_id": form["intake_id"],
-                                   "insurance_status": insurance_status, "pharmacy_status": pharmacy_status,
-                                   "medication_risk": medication_risk, "allergy_risk": allergy_risk,
-                                   "care_pathway": care_pathway})
+    # the world holds one intake form, so a registration on file is this intake's
+    rid = f"{PATHWAY_PREFIX[care_pathway]}-{ctx.state['next_registration']}"
+    record_once(ctx, "registrations", {"registration_id": rid, "intake_id": form["intake_id"],
+                                       "insurance_status": insurance_status, "pharmacy_status": pharmacy_status,
+                                       "medication_risk": medication_risk, "allergy_risk": allergy_risk,
+                                       "care_pathway": care_pathway},
+                lambda first: f"intake {form['intake_id']} is already registered as {first['registration_id']}; "
+                              "a registration cannot be repeated or changed")
+    ctx.state["next_registration"] += 1
     return {"registration_id": rid, "intake_id": form["intake_id"], "care_pathway": care_pathway,
             "status": "registered"}
 

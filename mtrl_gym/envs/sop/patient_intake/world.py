@@ -32,9 +32,11 @@ from mtrl_gym.envs.sop.patient_intake.catalog import (ALLERGENS, DISCOUNT_PLAN, 
                                                       SEVERE_REACTIONS, interaction)
 from mtrl_gym.envs.sop.patient_intake.procedure import allergy_risk, medication_risk
 
-__all__ = ["DEFAULT_DIFFICULTY", "draw_outcomes", "generate_world"]
+__all__ = ["DIFFICULTY_LIMITS", "DEFAULT_DIFFICULTY", "draw_outcomes", "generate_world"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "max_medications": 6}
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"max_medications": (2, 10)}
 _FIRST_DAY = dt.date(2025, 1, 6)
 _HIGH_ALERT = tuple(g for g, (_, _, ha) in MEDICATIONS.items() if ha)
 _ORDINARY = tuple(g for g, (_, _, ha) in MEDICATIONS.items() if not ha)

@@ -14,20 +14,15 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.referral_abuse import procedure
-from mtrl_gym.envs.sop.referral_abuse.tools import DISTRACTORS, TOOLS
-from mtrl_gym.envs.sop.referral_abuse.world import ACTIONS, SEVERITIES, generate_world
+from mtrl_gym.envs.sop.referral_abuse import procedure, tools, world
+from mtrl_gym.envs.sop.referral_abuse.world import ACTIONS, MAX_REFERRALS, MIN_REFERRALS, SEVERITIES
 
 __all__ = ["ReferralAbuse", "ReferralAbuseEnv", "MIN_REFERRALS", "MAX_REFERRALS"]
 
-#: Range of the ``referrals`` difficulty knob (the most reviewed referrals in a task).
-MIN_REFERRALS, MAX_REFERRALS = 3, 10
 
-
-class ReferralAbuse(SOPDomain):
+class ReferralAbuse(SOPDomain, world=world, procedure=procedure, tools=tools):
     """SOP RP-7: review of a referrer account for referral-programme abuse."""
 
-    name = "ReferralAbuse"
     output_schema = {
         "referrals_reviewed": Field("int", description="The number of reviewed referrals (section 2)."),
         "total_indicators": Field("int", description="Indicators present, added over reviewed referrals (3.1)."),
@@ -39,18 +34,8 @@ class ReferralAbuse(SOPDomain):
         "case_id": Field("str", nullable=True, description="The id returned by open_abuse_case; null when the "
                                                            "severity is none."),
     }
-    tools = TOOLS
-    distractor_tools = DISTRACTORS
-    default_difficulty = {"noise": 1, "distractors": True, "referrals": 6}
-    role = ("You are a fraud-operations analyst at a retail bank. Follow the standard operating procedure (SOP) "
-            "below exactly.")
-    request = ("Review the referrer account below for referral-programme abuse under SOP RP-7, open a case if the "
-               "SOP requires one, then submit the final JSON object.")
     max_tool_calls = 40
-    difficulty_limits = {"referrals": (MIN_REFERRALS, MAX_REFERRALS)}
-    generate = staticmethod(generate_world)
     expected = staticmethod(procedure.expected_answer)
-    oracle = staticmethod(procedure.oracle)
 
     def task_inputs(self, world: Mapping[str, Any]) -> dict[str, Any]:
         return {"account_id": world["referrer_id"], "review_date": world["review_date"]}
@@ -89,15 +74,6 @@ class ReferralAbuseEnv(SOPEnv):
     ``get_marketing_preferences`` and ``get_credit_score`` are distractors. Severity is
     drawn uniformly and prior warnings half the time, so no action dominates.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_account", "arguments": {"account_id":
-    "AC-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"account_id": ..., "review_date": ...}``. After a
     step: the tool results (JSON records or ``Error: ...``), then notes.
@@ -118,13 +94,6 @@ class ReferralAbuseEnv(SOPEnv):
     (one case with the SOP's severity, action, flagged referrals and claw-back, or no case
     when the severity is none); 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (40) or the turn limit (50).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-ReferralAbuse-v0", difficulty={"noise": 1, "distractors": True,
     "referrals": 6}, split="train")``. ``noise``: 0 clean records; 1 ignored referrals whose
@@ -132,9 +101,6 @@ class ReferralAbuseEnv(SOPEnv):
     withheld bonuses, status variants; 2 more of each, UTC offsets in timestamps and
     near-miss addresses. ``referrals``: the most reviewed referrals per task (3 to 10; the
     oracle needs ``2 * reviewed + 3`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = ReferralAbuse()

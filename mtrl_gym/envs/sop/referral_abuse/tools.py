@@ -7,12 +7,12 @@ Every tool reads the episode's world through ``ctx.state``; unknown ids raise
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 
-__all__ = ["TOOLS", "DISTRACTORS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
+__all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_account", "list_referrals", "get_activity", "open_abuse_case",
            "get_marketing_preferences", "get_credit_score"]
 
 #: The severities a case can carry (SOP section 7: never ``none``).
@@ -21,18 +21,12 @@ CaseSeverity = Literal["low", "medium", "high"]
 Action = Literal["no_action", "monitor", "warn", "claw_back", "suspend"]
 
 
-def _account(ctx: ToolContext, account_id: str) -> dict[str, Any]:
-    return find(ctx.state["accounts"], account_id, f"no account {account_id!r}")
+_account = Records("accounts", "no account {!r}")
 
 
-@tool
-def get_account(ctx: ToolContext, account_id: str) -> dict:
-    """Look up a customer account: profile, address, devices, payment methods, prior warnings.
-
-    Args:
-        account_id: The account id, e.g. "AC-482913".
-    """
-    return _account(ctx, account_id)
+get_account = lookup_tool("get_account", _account, "account_id",
+                          "Look up a customer account: profile, address, devices, payment methods, prior warnings.",
+                          'The account id, e.g. "AC-482913".')
 
 
 @tool
@@ -80,14 +74,11 @@ def open_abuse_case(ctx: ToolContext, account_id: str, severity: CaseSeverity, a
         raise ToolError(f"referral(s) {unknown} are not referrals of account {account['account_id']}")
     if clawback_amount < 0:
         raise ToolError(f"clawback_amount must be >= 0, got {clawback_amount}")
-    if ctx.state["cases"]:
-        raise ToolError(f"account {account['account_id']} already has an open case "
-                        f"({ctx.state['cases'][0]['case_id']}); a case cannot be changed")
     case = {"case_id": ctx.state["case_id"], "account_id": account["account_id"], "severity": severity,
             "action": action, "flagged_referral_ids": list(flagged_referral_ids), "clawback_amount": clawback_amount,
             "status": "open"}
-    ctx.state["cases"].append(case)
-    return case
+    return record_once(ctx, "cases", case, lambda first: f"account {account['account_id']} already has an open case "
+                       f"({first['case_id']}); a case cannot be changed")
 
 
 @tool
@@ -115,6 +106,6 @@ def get_credit_score(ctx: ToolContext, account_id: str) -> dict:
             "bureau": "Equilex"}
 
 
-DISTRACTORS = ("get_marketing_preferences", "get_credit_score")
+DISTRACTOR_TOOLS = ("get_marketing_preferences", "get_credit_score")
 TOOLS = ToolSet([get_account, list_referrals, get_activity, open_abuse_case, get_marketing_preferences,
                  get_credit_score])

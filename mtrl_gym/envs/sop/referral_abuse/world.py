@@ -25,10 +25,16 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick
 
-__all__ = ["generate_world", "severity_of", "SEVERITIES", "ACTIONS", "INDICATORS", "ACTION_MATRIX",
-           "WINDOW_DAYS", "VELOCITY_DAYS", "VELOCITY_MIN", "RAPID_MINUTES", "LOW_ACTIVITY_BELOW"]
+__all__ = ["DEFAULT_DIFFICULTY", "DIFFICULTY_LIMITS", "MIN_REFERRALS", "MAX_REFERRALS", "generate_world", "severity_of",
+           "SEVERITIES", "ACTIONS", "INDICATORS", "ACTION_MATRIX", "WINDOW_DAYS", "VELOCITY_DAYS", "VELOCITY_MIN",
+           "RAPID_MINUTES", "LOW_ACTIVITY_BELOW"]
 
 SEVERITIES = ("none", "low", "medium", "high")
+#: Range of the ``referrals`` difficulty knob (the most reviewed referrals in a task).
+MIN_REFERRALS, MAX_REFERRALS = 3, 10
+DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "referrals": 6}
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"referrals": (MIN_REFERRALS, MAX_REFERRALS)}
 ACTIONS = ("no_action", "monitor", "warn", "claw_back", "suspend")
 INDICATORS = ("shared_device", "shared_payment", "shared_address", "rapid_signup", "low_activity")
 #: (severity, has prior warnings) -> action (SOP section 5).

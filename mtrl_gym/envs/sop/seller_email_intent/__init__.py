@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.seller_email_intent import procedure
-from mtrl_gym.envs.sop.seller_email_intent.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.seller_email_intent.world import (DEFAULT_DIFFICULTY, INTENTS, MAX_ORDERS, PRIORITIES, QUEUES,
-                                                         generate_world)
+from mtrl_gym.envs.sop.seller_email_intent import procedure, tools, world
+from mtrl_gym.envs.sop.seller_email_intent.world import INTENTS, PRIORITIES, QUEUES
 
 __all__ = ["SellerEmailIntent", "SellerEmailIntentEnv", "OUTPUT_SCHEMA"]
 
@@ -30,22 +28,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class SellerEmailIntent(SOPDomain):
+class SellerEmailIntent(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Seller Support email triage (SOP SE-08): intent, sender and order checks, queue, priority."""
 
-    name = "SellerEmailIntent"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"orders": (1, MAX_ORDERS)}
-    role = ("You are a triage agent in Seller Support at Brightmarket, an online marketplace. Follow the standard "
-            "operating procedure (SOP) below exactly.")
-    request = "A seller email has arrived in the support inbox. Triage it by following SOP SE-08, open the ticket, "\
-              "then submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("ticket_id", "tickets", fields=("intent", "queue", "priority"), what="ticket")
 
 
@@ -61,15 +47,6 @@ class SellerEmailIntentEnv(SOPEnv):
     (raised one level for premium sellers), opens the ticket (``create_ticket``) and submits
     the six fields. ``get_fx_rate`` and ``print_shipping_label`` are distractors. The intent
     and the routing are drawn first, so no class dominates.
-
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_email", "arguments": {"email_id":
-    "EM-48291305"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
 
     ## Observation Space
     ``Text``. At reset: the request and ``{"email_id": ...}``. After a step: the tool
@@ -87,22 +64,12 @@ class SellerEmailIntentEnv(SOPEnv):
     1.0 when all six fields are exactly right and the ticket carries the answer's intent,
     queue and priority; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-SellerEmailIntent-v0", difficulty={"noise": 1, "distractors": True,
     "orders": 2}, split="train")``. ``noise``: 0 one intent's phrases, no quotes; 1 quoted
     replies with graver intents' phrases, addresses and phrases in other case; 2 more of
     each. ``orders``: the most order numbers an email cites (1 to 4; the oracle needs at
     most ``orders + 3`` calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = SellerEmailIntent()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sandbox.tools import ToolContext, ToolSet, tool
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.seller_email_intent.procedure import ticket_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_email", "find_seller", "get_order", "create_ticket", "get_fx_rate",
@@ -22,18 +22,12 @@ Queue = Literal["account_health", "payments", "order_support", "catalog", "selle
 Priority = Literal["low", "normal", "high", "urgent"]
 
 
-def _email(ctx: ToolContext, email_id: str) -> dict[str, Any]:
-    return find(ctx.state["emails"], email_id, f"no email {email_id!r}; email ids look like 'EM-12345678'")
+_email = Records("emails", "no email {!r}; email ids look like 'EM-12345678'")
 
 
-@tool
-def get_email(ctx: ToolContext, email_id: str) -> dict[str, Any]:
-    """Read an inbound email: sender address, subject, body, received time.
-
-    Args:
-        email_id: The email id, e.g. "EM-48291305".
-    """
-    return _email(ctx, email_id)
+get_email = lookup_tool("get_email", _email, "email_id",
+                        "Read an inbound email: sender address, subject, body, received time.",
+                        'The email id, e.g. "EM-48291305".')
 
 
 @tool
@@ -74,12 +68,10 @@ def create_ticket(ctx: ToolContext, email_id: str, intent: Intent, queue: Queue,
         priority: The ticket's priority.
     """
     email = _email(ctx, email_id)
-    if ctx.state["tickets"]:
-        raise ToolError(f"email {email['email_id']} already has ticket {ctx.state['tickets'][0]['ticket_id']}")
     record = {"ticket_id": ticket_number(ctx.state["ticket_number"]), "email_id": email["email_id"],
               "intent": intent, "queue": queue, "priority": priority, "status": "open"}
-    ctx.state["tickets"].append(record)
-    return record
+    return record_once(ctx, "tickets", record,
+                       lambda first: f"email {email['email_id']} already has ticket {first['ticket_id']}")
 
 
 @tool

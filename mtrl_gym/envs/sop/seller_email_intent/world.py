@@ -21,12 +21,14 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, weighted
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "MAX_ORDERS", "INTENTS", "KEYWORDS", "QUEUES", "INTENT_QUEUE",
-           "PRIORITIES", "BASE_PRIORITY", "ORDER_KEYWORDS"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_ORDERS", "INTENTS", "KEYWORDS", "QUEUES",
+           "INTENT_QUEUE", "PRIORITIES", "BASE_PRIORITY", "ORDER_KEYWORDS"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "orders": 2}
 #: Largest value of the ``orders`` knob (order ids an email may cite).
 MAX_ORDERS = 4
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"orders": (1, MAX_ORDERS)}
 #: Intents in rank order: the first whose phrases appear wins (SOP section 3).
 INTENTS = ("account_reinstatement", "payment_issue", "order_issue", "listing_change", "general_inquiry")
 KEYWORDS: dict[str, tuple[str, ...]] = {

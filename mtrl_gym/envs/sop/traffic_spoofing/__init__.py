@@ -15,9 +15,8 @@ from typing import Any
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.traffic_spoofing import procedure
-from mtrl_gym.envs.sop.traffic_spoofing.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.traffic_spoofing.world import ACTIONS, DEFAULT_DIFFICULTY, MAX_SEGMENTS, VERDICTS, generate_world
+from mtrl_gym.envs.sop.traffic_spoofing import procedure, tools, world
+from mtrl_gym.envs.sop.traffic_spoofing.world import ACTIONS, VERDICTS
 
 __all__ = ["TrafficSpoofing", "TrafficSpoofingEnv", "OUTPUT_SCHEMA"]
 
@@ -31,22 +30,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class TrafficSpoofing(SOPDomain):
+class TrafficSpoofing(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Ad traffic-quality review of a publisher (SOP TS-3): indicators, flags, verdict, action, case."""
 
-    name = "TrafficSpoofing"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"segments": (2, MAX_SEGMENTS)}
-    role = ("You are a traffic-quality analyst at Meridian Ad Exchange. Follow the standard operating procedure "
-            "(SOP) below exactly.")
-    request = "A publisher is due for its traffic-quality review. Review it by following SOP TS-3, file a case if "\
-              "the SOP requires one, then submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("case_id", "cases", fields=("verdict", "action"), what="case")
 
     def state_errors(self, state: Any, expected: Mapping[str, Any]) -> dict[str, str]:
@@ -73,15 +60,6 @@ class TrafficSpoofingEnv(SOPEnv):
     tier), files a case (``file_traffic_case``) unless the traffic is clean, and submits the
     five fields. ``get_campaign_budget`` and ``convert_currency`` are distractors.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_publisher", "arguments": {"publisher_id":
-    "PUB-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"publisher_id": ..., "review_date": ...}``. After a
     step: the tool results (JSON records or ``Error: ...``), then notes.
@@ -100,13 +78,6 @@ class TrafficSpoofingEnv(SOPEnv):
     the verdict, action and flagged segments, or none when clean); 0.0 otherwise.
     ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-TrafficSpoofing-v0", difficulty={"noise": 1, "distractors": True,
     "segments": 4}, split="train")``. ``noise``: 0 clean records; 1 referrers with ``www.``
@@ -114,9 +85,6 @@ class TrafficSpoofingEnv(SOPEnv):
     impressions, shares at a threshold; 2 more of each. ``segments``: the most segments per
     publisher (2 to 8; the oracle needs at most ``2 * segments + 3`` calls). Other
     arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = TrafficSpoofing()

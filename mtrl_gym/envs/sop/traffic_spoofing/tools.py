@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.traffic_spoofing.procedure import case_number, norm_domain
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_publisher", "list_traffic_segments", "get_segment_signals",
@@ -20,19 +20,12 @@ CaseVerdict = Literal["suspicious", "spoofing"]
 Action = Literal["monitor", "hold_payout", "suspend"]
 
 
-def _publisher(ctx: ToolContext, publisher_id: str) -> dict[str, Any]:
-    return find(ctx.state["publishers"], publisher_id, f"no publisher {publisher_id!r}; publisher ids look like "
-                                                       "'PUB-123456'")
+_publisher = Records("publishers", "no publisher {!r}; publisher ids look like 'PUB-123456'")
 
 
-@tool
-def get_publisher(ctx: ToolContext, publisher_id: str) -> dict[str, Any]:
-    """Read a publisher account: seller id, tier, declared domains, payout status.
-
-    Args:
-        publisher_id: The publisher id, e.g. "PUB-482913".
-    """
-    return _publisher(ctx, publisher_id)
+get_publisher = lookup_tool("get_publisher", _publisher, "publisher_id",
+                            "Read a publisher account: seller id, tier, declared domains, payout status.",
+                            'The publisher id, e.g. "PUB-482913".')
 
 
 @tool
@@ -46,14 +39,10 @@ def list_traffic_segments(ctx: ToolContext, publisher_id: str) -> dict[str, Any]
     return {"publisher_id": pub["publisher_id"], "segments": ctx.state["segments"][pub["publisher_id"]]}
 
 
-@tool
-def get_segment_signals(ctx: ToolContext, segment_id: str) -> dict[str, Any]:
-    """Traffic-quality signals of a segment: referrer domain, data-centre and user-agent shares, impressions, clicks.
-
-    Args:
-        segment_id: The segment id, e.g. "SEG-482913".
-    """
-    return find(ctx.state["signals"], segment_id, f"no segment {segment_id!r}")
+get_segment_signals = lookup_tool("get_segment_signals", Records("signals", "no segment {!r}"), "segment_id",
+                                  "Traffic-quality signals of a segment: referrer domain, "
+                                  "data-centre and user-agent shares, impressions, clicks.",
+                                  'The segment id, e.g. "SEG-482913".')
 
 
 @tool
@@ -82,12 +71,10 @@ def file_traffic_case(ctx: ToolContext, publisher_id: str, verdict: CaseVerdict,
     unknown = sorted(set(flagged_segments) - known)
     if unknown:
         raise ToolError(f"segment(s) {unknown} are not segments of publisher {pub['publisher_id']}")
-    if ctx.state["cases"]:
-        raise ToolError(f"publisher {pub['publisher_id']} already has case {ctx.state['cases'][0]['case_id']}")
     record = {"case_id": case_number(ctx.state["case_number"]), "publisher_id": pub["publisher_id"],
               "verdict": verdict, "action": action, "flagged_segments": sorted(flagged_segments)}
-    ctx.state["cases"].append(record)
-    return record
+    return record_once(ctx, "cases", record,
+                       lambda first: f"publisher {pub['publisher_id']} already has case {first['case_id']}")
 
 
 @tool

@@ -21,12 +21,14 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, weighted
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "MAX_SEGMENTS", "VERDICTS", "ACTIONS", "DATACENTER_MIN",
-           "UA_MISMATCH_MIN", "CTR_MAX", "CTR_MIN_IMPRESSIONS", "SPOOFING_SHARE"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_SEGMENTS", "VERDICTS", "ACTIONS",
+           "DATACENTER_MIN", "UA_MISMATCH_MIN", "CTR_MAX", "CTR_MIN_IMPRESSIONS", "SPOOFING_SHARE"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "segments": 4}
 #: Largest value of the ``segments`` knob (traffic segments of a publisher).
 MAX_SEGMENTS = 8
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"segments": (2, MAX_SEGMENTS)}
 VERDICTS = ("clean", "suspicious", "spoofing")
 ACTIONS = ("none", "monitor", "hold_payout", "suspend")
 DATACENTER_MIN = 0.30

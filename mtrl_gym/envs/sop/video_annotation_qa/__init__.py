@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.video_annotation_qa import procedure
-from mtrl_gym.envs.sop.video_annotation_qa.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.video_annotation_qa.world import DEFAULT_DIFFICULTY, MAX_SEGMENTS, VERDICTS, generate_world
+from mtrl_gym.envs.sop.video_annotation_qa import procedure, tools, world
+from mtrl_gym.envs.sop.video_annotation_qa.world import VERDICTS
 
 __all__ = ["VideoAnnotationQA", "VideoAnnotationQAEnv", "OUTPUT_SCHEMA"]
 
@@ -27,22 +26,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class VideoAnnotationQA(SOPDomain):
+class VideoAnnotationQA(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Annotation quality assurance (SOP VA-2): segment errors, coverage, error count, verdict."""
 
-    name = "VideoAnnotationQA"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"segments": (3, MAX_SEGMENTS)}
-    role = ("You are a quality-assurance reviewer for Framewise, a video annotation service. Follow the standard "
-            "operating procedure (SOP) below exactly.")
-    request = "An annotation job has been submitted. Check it by following SOP VA-2, submit the QA result, then "\
-              "submit the final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("qa_id", "qa_results", fields=("verdict", "error_count"), what="QA result")
 
 
@@ -57,15 +44,6 @@ class VideoAnnotationQAEnv(SOPEnv):
     half the video, counts the errors, sets the verdict (a time error or 3 errors reject, 2
     for trainees), submits the QA result (``submit_qa``) and submits the five fields.
     ``get_thumbnail`` and ``get_pay_rate`` are distractors. Verdicts are drawn first.
-
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_annotation", "arguments": {"job_id":
-    "JOB-482913"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
 
     ## Observation Space
     ``Text``. At reset: the request and ``{"job_id": ...}``. After a step: the tool results
@@ -83,22 +61,12 @@ class VideoAnnotationQAEnv(SOPEnv):
     1.0 when all five fields are exactly right and the QA result carries the verdict and
     the error count; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-VideoAnnotationQA-v0", difficulty={"noise": 1, "distractors": True,
     "segments": 5}, split="train")``. ``noise``: 0 labels as spelt in the label set, a gold
     review for every job; 1 labels in other case and spacing, jobs without a gold review,
     touching segments; 2 more of each. ``segments``: the most segments per job (3 to 10;
     the oracle needs 6 calls). Other arguments as :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = VideoAnnotationQA()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sop.kit import Records, find, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.video_annotation_qa.procedure import qa_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_annotation", "get_video", "get_annotator", "get_gold_review",
@@ -19,38 +19,22 @@ __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_annotation", "get_video", "get_anno
 Verdict = Literal["accept", "rework", "reject"]
 
 
-def _job(ctx: ToolContext, job_id: str) -> dict[str, Any]:
-    return find(ctx.state["jobs"], job_id, f"no annotation job {job_id!r}; job ids look like 'JOB-123456'")
+_job = Records("jobs", "no annotation job {!r}; job ids look like 'JOB-123456'")
 
 
-@tool
-def get_annotation(ctx: ToolContext, job_id: str) -> dict[str, Any]:
-    """Read a submitted annotation job: the video, the annotator and the labelled segments in time order.
-
-    Args:
-        job_id: The job id, e.g. "JOB-482913".
-    """
-    return _job(ctx, job_id)
+get_annotation = lookup_tool("get_annotation", _job, "job_id",
+                             "Read a submitted annotation job: the video, the annotator "
+                             "and the labelled segments in time order.", 'The job id, e.g. "JOB-482913".')
 
 
-@tool
-def get_video(ctx: ToolContext, video_id: str) -> dict[str, Any]:
-    """Read a video's metadata: duration in seconds, frame rate, the project's label set.
-
-    Args:
-        video_id: The video id from the job.
-    """
-    return find(ctx.state["videos"], video_id, f"no video {video_id!r}")
+get_video = lookup_tool("get_video", Records("videos", "no video {!r}"), "video_id",
+                        "Read a video's metadata: duration in seconds, frame rate, the project's label set.",
+                        "The video id from the job.")
 
 
-@tool
-def get_annotator(ctx: ToolContext, annotator_id: str) -> dict[str, Any]:
-    """Read an annotator's profile: level (trainee or certified).
-
-    Args:
-        annotator_id: The annotator id from the job.
-    """
-    return find(ctx.state["annotators"], annotator_id, f"no annotator {annotator_id!r}")
+get_annotator = lookup_tool("get_annotator", Records("annotators", "no annotator {!r}"), "annotator_id",
+                            "Read an annotator's profile: level (trainee or certified).",
+                            "The annotator id from the job.")
 
 
 @tool
@@ -76,12 +60,10 @@ def submit_qa(ctx: ToolContext, job_id: str, verdict: Verdict, error_count: int)
     job = _job(ctx, job_id)
     if error_count < 0:
         raise ToolError(f"error_count must be >= 0, got {error_count}")
-    if ctx.state["qa_results"]:
-        raise ToolError(f"job {job['job_id']} already has QA result {ctx.state['qa_results'][0]['qa_id']}")
     record = {"qa_id": qa_number(ctx.state["qa_number"]), "job_id": job["job_id"], "verdict": verdict,
               "error_count": error_count}
-    ctx.state["qa_results"].append(record)
-    return record
+    return record_once(ctx, "qa_results", record,
+                       lambda first: f"job {job['job_id']} already has QA result {first['qa_id']}")
 
 
 @tool

@@ -20,12 +20,14 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, vary_case, weighted
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "MAX_SEGMENTS", "VERDICTS", "ERROR_KINDS", "COVERAGE_MIN",
-           "REJECT_AT"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_SEGMENTS", "VERDICTS", "ERROR_KINDS",
+           "COVERAGE_MIN", "REJECT_AT"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "segments": 5}
 #: Largest value of the ``segments`` knob.
 MAX_SEGMENTS = 10
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"segments": (3, MAX_SEGMENTS)}
 VERDICTS = ("accept", "rework", "reject")
 ERROR_KINDS = ("invalid_time", "invalid_label", "overlap", "label_mismatch")
 COVERAGE_MIN = 0.5

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from mtrl_gym.envs.sop.base import RecordCheck, SOPDomain, SOPEnv
 from mtrl_gym.envs.sop.grading import Field
-from mtrl_gym.envs.sop.video_classification import procedure
-from mtrl_gym.envs.sop.video_classification.tools import DISTRACTOR_TOOLS, TOOLS
-from mtrl_gym.envs.sop.video_classification.world import (AUDIENCES, CATEGORIES, DEFAULT_DIFFICULTY, MAX_TOPICS,
-                                                          MONETIZATION, generate_world)
+from mtrl_gym.envs.sop.video_classification import procedure, tools, world
+from mtrl_gym.envs.sop.video_classification.world import AUDIENCES, CATEGORIES, MONETIZATION
 
 __all__ = ["VideoClassification", "VideoClassificationEnv", "OUTPUT_SCHEMA"]
 
@@ -27,22 +25,10 @@ OUTPUT_SCHEMA: dict[str, Field] = {
 }
 
 
-class VideoClassification(SOPDomain):
+class VideoClassification(SOPDomain, world=world, procedure=procedure, tools=tools):
     """Catalogue classification of an upload (SOP VC-1): category, audience, monetisation."""
 
-    name = "VideoClassification"
     output_schema = OUTPUT_SCHEMA
-    tools = TOOLS
-    distractor_tools = DISTRACTOR_TOOLS
-    default_difficulty = DEFAULT_DIFFICULTY
-    difficulty_limits = {"topics": (1, MAX_TOPICS)}
-    role = ("You are a catalogue specialist at Streamwell, a video platform. Follow the standard operating procedure "
-            "(SOP) below exactly.")
-    request = "A video has been uploaded. Classify it by following SOP VC-1, record the assignment, then submit the "\
-              "final JSON object."
-    generate = staticmethod(generate_world)
-    expected = staticmethod(procedure.expected)
-    oracle = staticmethod(procedure.oracle)
     record_check = RecordCheck("assignment_id", "assignments", fields=("category", "audience", "monetization"),
                                what="assignment")
 
@@ -60,15 +46,6 @@ class VideoClassificationEnv(SOPEnv):
     records it (``assign_category``) and submits the five fields. ``get_view_stats`` and
     ``get_transcode_status`` are distractors. Category and audience are drawn first.
 
-    ## Action Space
-    ``Text``: the model's raw assistant message; any string is accepted.
-
-    ## Action Format
-    Tool calls (``<tool_call>{"name": "get_upload", "arguments": {"video_id":
-    "VID-4829130"}}</tool_call>``, several per message allowed) and a final answer
-    ``submit(answer={...})`` or ``<final_answer>{...}</final_answer>``, as
-    :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
     ## Observation Space
     ``Text``. At reset: the request and ``{"video_id": ...}``. After a step: the tool
     results (JSON records or ``Error: ...``), then notes.
@@ -85,13 +62,6 @@ class VideoClassificationEnv(SOPEnv):
     1.0 when all five fields are exactly right and the assignment carries the category,
     audience and monetisation; 0.0 otherwise. ``FieldReward`` gives the share of fields right.
 
-    ## Episode End
-    On a final answer, at the tool-call limit (30) or the turn limit (40).
-
-    ## Information
-    As :class:`~mtrl_gym.envs.sop.SOPEnv` (``grade_result``, ``answer_error`` and
-    ``answer`` on the final step; ``num_distractor_calls`` every step).
-
     ## Arguments
     ``gymnasium.make("mtrl/SOP-VideoClassification-v0", difficulty={"noise": 1, "distractors": True,
     "topics": 5}, split="train")``. ``noise``: 0 clear confidences, clean names; 1 topics at
@@ -99,9 +69,6 @@ class VideoClassificationEnv(SOPEnv):
     the override, sub-threshold mature topics; 2 more of each. ``topics``: the most topic
     detections per video (1 to 10; the oracle needs 5 calls). Other arguments as
     :class:`~mtrl_gym.envs.sop.SOPEnv`.
-
-    ## Version History
-    - v0: initial version.
     """
 
     domain = VideoClassification()

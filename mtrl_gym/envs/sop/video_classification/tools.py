@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from mtrl_gym.envs.sandbox.tools import ToolContext, ToolError, ToolSet, tool
-from mtrl_gym.envs.sop.kit import find, stable_number
+from mtrl_gym.envs.sandbox.tools import ToolContext, ToolSet, tool
+from mtrl_gym.envs.sop.kit import Records, lookup_tool, record_once, stable_number
 from mtrl_gym.envs.sop.video_classification.procedure import assignment_number
 
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_upload", "get_content_signals", "get_uploader", "assign_category",
@@ -20,18 +20,12 @@ Audience = Literal["general", "kids", "mature"]
 Monetization = Literal["full", "limited", "none"]
 
 
-def _upload(ctx: ToolContext, video_id: str) -> dict[str, Any]:
-    return find(ctx.state["uploads"], video_id, f"no upload {video_id!r}; video ids look like 'VID-1234567'")
+_upload = Records("uploads", "no upload {!r}; video ids look like 'VID-1234567'")
 
 
-@tool
-def get_upload(ctx: ToolContext, video_id: str) -> dict[str, Any]:
-    """Read an uploaded video's record: uploader, duration, the category the uploader declared.
-
-    Args:
-        video_id: The video id, e.g. "VID-4829130".
-    """
-    return _upload(ctx, video_id)
+get_upload = lookup_tool("get_upload", _upload, "video_id",
+                         "Read an uploaded video's record: uploader, duration, the category the uploader declared.",
+                         'The video id, e.g. "VID-4829130".')
 
 
 @tool
@@ -44,14 +38,9 @@ def get_content_signals(ctx: ToolContext, video_id: str) -> dict[str, Any]:
     return ctx.state["signals"][_upload(ctx, video_id)["video_id"]]
 
 
-@tool
-def get_uploader(ctx: ToolContext, uploader_id: str) -> dict[str, Any]:
-    """Read an uploader's channel: channel type (creator, brand, kids_channel), region.
-
-    Args:
-        uploader_id: The uploader id, e.g. "UPL-48213".
-    """
-    return find(ctx.state["uploaders"], uploader_id, f"no uploader {uploader_id!r}")
+get_uploader = lookup_tool("get_uploader", Records("uploaders", "no uploader {!r}"), "uploader_id",
+                           "Read an uploader's channel: channel type (creator, brand, kids_channel), region.",
+                           'The uploader id, e.g. "UPL-48213".')
 
 
 @tool
@@ -66,13 +55,10 @@ def assign_category(ctx: ToolContext, video_id: str, category: Category, audienc
         monetization: The monetisation level.
     """
     upload = _upload(ctx, video_id)
-    if ctx.state["assignments"]:
-        raise ToolError(f"video {upload['video_id']} is already classified "
-                        f"({ctx.state['assignments'][0]['assignment_id']})")
     record = {"assignment_id": assignment_number(ctx.state["assignment_number"]), "video_id": upload["video_id"],
               "category": category, "audience": audience, "monetization": monetization}
-    ctx.state["assignments"].append(record)
-    return record
+    return record_once(ctx, "assignments", record,
+                       lambda first: f"video {upload['video_id']} is already classified ({first['assignment_id']})")
 
 
 @tool

@@ -20,12 +20,15 @@ import numpy as np
 
 from mtrl_gym.envs.sop.kit import ids, pick, vary_case, weighted
 
-__all__ = ["generate_world", "DEFAULT_DIFFICULTY", "MAX_TOPICS", "CATEGORIES", "TOPICS", "PRECEDENCE", "AUDIENCES",
-           "MONETIZATION", "TOPIC_MIN", "MATURE_MIN", "MUSIC_OVERRIDE", "SHORT_BELOW_S", "MATURE_TOPICS"]
+__all__ = ["DIFFICULTY_LIMITS", "generate_world", "DEFAULT_DIFFICULTY", "MAX_TOPICS", "CATEGORIES", "TOPICS",
+           "PRECEDENCE", "AUDIENCES", "MONETIZATION", "TOPIC_MIN", "MATURE_MIN", "MUSIC_OVERRIDE", "SHORT_BELOW_S",
+           "MATURE_TOPICS"]
 
 DEFAULT_DIFFICULTY: dict[str, Any] = {"noise": 1, "distractors": True, "topics": 5}
 #: Largest value of the ``topics`` knob (topic detections per video).
 MAX_TOPICS = 10
+#: Inclusive ranges of the integer knobs (checked on every override).
+DIFFICULTY_LIMITS: dict[str, tuple[int, int]] = {"topics": (1, MAX_TOPICS)}
 TOPICS: dict[str, tuple[str, ...]] = {
     "news": ("news_report", "interview", "press_conference"), "education": ("mathematics", "history", "science"),
     "sports": ("football", "tennis", "cycling"), "music": ("guitar", "concert", "singing"),
