@@ -25,10 +25,10 @@ is returned, the input itself at worst.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["shrink_text", "shrink_actions", "show"]
+__all__ = ["shrink_text", "shrink_actions", "shrink_script", "show"]
 
 class _Search:
     """``fails`` as a hypothesis condition: an exception counts as "does not fail the same way",
@@ -93,24 +93,34 @@ def shrink_text(fails: Callable[[str], bool], text: str, *, max_examples: int = 
     return search.best
 
 
-def shrink_actions(fails: Callable[[list[str]], bool], actions: Sequence[str], *, max_examples: int = 100,
-                   deadline_s: float = 10.0) -> list[str]:
-    """The shortest prefix of ``actions``, each cut to its shortest prefix, for which ``fails`` is true."""
-    actions = list(actions)
+def shrink_script(fails: Callable[[dict[str, list[str]]], bool], script: Mapping[str, Sequence[str]], *,
+                  max_examples: int = 100, deadline_s: float = 10.0) -> dict[str, list[str]]:
+    """The shortest version of a per-seat script (``{seat: [action per cycle]}``) for which ``fails``
+    is true: fewer cycles, and each action cut to its shortest prefix."""
+    script = {k: list(v) for k, v in script.items()}
     try:
         from hypothesis import strategies as st
     except ImportError:
-        return actions
-    search = _Search(fails, time.monotonic() + deadline_s, lambda a: sum(map(len, a)) + len(a))
-    search.best = actions
+        return script
+    search = _Search(fails, time.monotonic() + deadline_s,
+                     lambda s: sum(len(a) + 1 for actions in s.values() for a in actions))
+    search.best = script
+    cycles = max((len(v) for v in script.values()), default=0)
 
     @st.composite
-    def prefixes(draw: Any) -> list[str]:
-        steps = draw(st.integers(0, len(actions)))
-        return [a[:draw(st.integers(0, len(a)))] for a in actions[:steps]]
+    def prefixes(draw: Any) -> dict[str, list[str]]:
+        n = draw(st.integers(0, cycles))
+        return {k: [a[:draw(st.integers(0, len(a)))] for a in v[:n]] for k, v in script.items()}
 
     _find(prefixes(), search, max_examples)
     return search.best
+
+
+def shrink_actions(fails: Callable[[list[str]], bool], actions: Sequence[str], *, max_examples: int = 100,
+                   deadline_s: float = 10.0) -> list[str]:
+    """The shortest prefix of ``actions``, each cut to its shortest prefix, for which ``fails`` is true."""
+    return shrink_script(lambda s: fails(s[""]), {"": actions}, max_examples=max_examples,
+                         deadline_s=deadline_s)[""]
 
 
 def show(text: str, width: int = 60) -> str:
