@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "determinism_record"]
+__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "determinism_record", "is_pettingzoo"]
 
 #: Steps a reference policy may take in the determinism check.
 POLICY_STEPS = 60
@@ -152,11 +152,22 @@ def _script(tools: list[Any]) -> list[str]:
     return small[::5][:12]
 
 
-def _multiagent(env_or_id: Any) -> bool:
+def is_pettingzoo(env_or_id: Any) -> bool:
+    """Whether ``env_or_id`` is a PettingZoo env: a multi-agent id of the registry, a module with
+    PettingZoo's ``parallel_env()`` (``"my_pkg.my_game"``, not a gymnasium id) or an instance."""
     if isinstance(env_or_id, str):
+        import gymnasium
+
         from mtrl_gym.registry import is_multiagent
 
-        return is_multiagent(env_or_id)
+        if is_multiagent(env_or_id):
+            return True
+        if "/" in env_or_id or env_or_id in gymnasium.registry:
+            return False
+        try:
+            return callable(getattr(importlib.import_module(env_or_id), "parallel_env", None))
+        except ImportError:
+            return False
     return any(c.__module__.split(".")[0] == "pettingzoo" for c in type(env_or_id).__mro__)
 
 
@@ -168,9 +179,10 @@ def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None
     """Run every check on an env id (or instance) and return the report (see the module docstring).
 
     Args:
-        secret: ``secret(env) -> value`` read after each reset (e.g. ``lambda env: env.unwrapped.task["answer"]``);
-            its text (a non-string value: its JSON text, or the value itself inside ``info``) must not reach
-            the agent before the final step. For a multi-agent env: ``{seat: value or list of values}``.
+        secret: ``secret(env) -> value`` read after each reset (e.g. ``lambda env: env.unwrapped.task["answer"]``),
+            or a list of such values; its text (a non-string value: its JSON text, or the value itself inside
+            ``info``) must not reach the agent before the final step. For a multi-agent env:
+            ``{seat: value or list of values}``.
         seed: the seed of the corpus and leak checks; a list of seeds plays the determinism check on each.
         step_bound_s: fail a corpus case whose step takes longer (None: no time bound).
         corpus_size: characters per corpus case.
@@ -183,7 +195,7 @@ def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None
     """
     for module in imports:
         importlib.import_module(module)
-    if _multiagent(env_or_id):
+    if is_pettingzoo(env_or_id):
         from mtrl_gym.testing.multiagent import check_multiagent_env
 
         return check_multiagent_env(env_or_id, secret=secret, seed=seed, step_bound_s=step_bound_s,
@@ -358,14 +370,23 @@ def _nodes(value: Any, limit: int = 200_000) -> Iterator[Any]:
             stack.extend(v)
 
 
+def secret_texts(value: Any) -> list[str]:
+    """The texts a secret is searched as: a string itself; any other value its JSON text, with
+    and without spaces after separators."""
+    if isinstance(value, str):
+        return [value]
+    return list(dict.fromkeys(json.dumps(value, sort_keys=True, ensure_ascii=False, separators=sep)
+                              for sep in ((", ", ": "), (",", ":"))))
+
+
 def secret_finder(values: Sequence[Any]) -> tuple[Callable[[Any], bool] | None, str]:
     """``(found, problem)``: ``found(payload)`` tells whether a secret is in ``payload`` (its text in a
     string, or a non-string secret as a value); ``found`` is None with a problem for a secret too short."""
-    texts = [v if isinstance(v, str) else json.dumps(v, sort_keys=True) for v in values]
-    for value, text in zip(values, texts):
-        if len(text) < 2:
+    texts = [t for v in values for t in secret_texts(v)]
+    for value in values:
+        if len(secret_texts(value)[0]) < 2:
             return None, f"the secret {value!r} is too short to search for"
-    structured = [v for v in values if not isinstance(v, (str, int, float, bool)) and v is not None]
+    structured = [v for v in values if isinstance(v, (dict, list))]
 
     def found(payload: Any) -> bool:
         for node in _nodes(payload):
@@ -382,6 +403,12 @@ def secret_finder(values: Sequence[Any]) -> tuple[Callable[[Any], bool] | None, 
     return found, ""
 
 
+def secret_values(value: Any) -> list[Any]:
+    """What an extractor returned, as a list of secrets (a list or tuple names several; None: none)."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    return [v for v in values if v is not None]
+
+
 def leak_failure(where: str, needle: str, actions: list[str], fails: Callable[[list[str]], bool],
                  shrinking: Shrinking) -> CheckResult:
     """The failed ``leak`` result, with the actions that exposed the secret shrunk by hypothesis."""
@@ -396,30 +423,50 @@ def leak_failure(where: str, needle: str, actions: list[str], fails: Callable[[l
     return CheckResult("leak", False, detail, example=actions)
 
 
+def secret_checks(value: Any) -> tuple[list[tuple[str, Callable[[Any], bool]]], str]:
+    """``([(text, found)], problem)``: one finder per secret an extractor returned (see :func:`secret_values`)."""
+    checks = []
+    for v in secret_values(value):
+        found, problem = secret_finder([v])
+        if found is None:
+            return [], problem
+        checks.append((secret_texts(v)[0], found))
+    return checks, ""
+
+
 def _check_leak(env: Any, secret: Callable[[Any], Any], seed: int, shrinking: Shrinking) -> CheckResult:
-    obs, info = env.reset(seed=seed)
-    value = secret(env)
-    found, problem = secret_finder([value])
-    if found is None:
+    _, info = env.reset(seed=seed)
+    checks, problem = secret_checks(secret(env))
+    if problem:
         return CheckResult("leak", False, problem)
-    needle = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     script = _script(info.get("tools") or [])
 
-    def first_leak(actions: Sequence[str]) -> str | None:
+    def seen(obs: Any, info: Any, step: int) -> tuple[str, str, int] | None:
+        for text, found in checks:
+            where = "observation" if found(obs) else "info" if found(info) else None
+            if where:
+                if step:
+                    return text, (f"the observation of step {step}" if where == "observation" else
+                                  f"info of step {step}"), step
+                return text, ("the first observation" if where == "observation" else "reset info"), step
+        return None
+
+    def first_leak(actions: Sequence[str]) -> tuple[str, str, int] | None:
+        """``(secret text, where, step)`` of the first leak before the final step."""
         obs, info = env.reset(seed=seed)
-        if found(obs) or found(info):
-            return "the first observation" if found(obs) else "reset info"
+        hit = seen(obs, info, 0)
         for step, action in enumerate(actions, 1):
+            if hit:
+                break
             obs, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
                 return None
-            if found(obs) or found(info):
-                return f"the observation of step {step}" if found(obs) else f"info of step {step}"
-        return None
+            hit = seen(obs, info, step)
+        return hit
 
     hit = first_leak(script)
     if hit is None:
         return CheckResult("leak", True, f"the secret is in no observation or info over {len(script)} step(s) "
                                          "(or until the episode ended)")
-    steps = 0 if hit in ("the first observation", "reset info") else int(hit.rsplit(" ", 1)[1])
-    return leak_failure(hit, needle, script[:steps], lambda a: first_leak(a) is not None, shrinking)
+    text, where, steps = hit
+    return leak_failure(where, text, script[:steps], lambda a: first_leak(a) is not None, shrinking)

@@ -49,7 +49,7 @@ from mtrl_gym.testing.check import (
     compare_records,
     corpus_failure,
     other_interpreter,
-    secret_finder,
+    secret_checks,
     step_problem,
 )
 
@@ -282,13 +282,9 @@ def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
         raise ConfigError(f"the secret extractor names seats {unknown}; the env's seats are {env.possible_agents}")
     finders: dict[str, list[tuple[str, Callable[[Any], bool]]]] = {}
     for seat, value in hidden.items():
-        values = [v for v in (value if isinstance(value, (list, tuple)) else [value]) if v is not None]
-        finders[seat] = []
-        for v in values:
-            found, problem = secret_finder([v])
-            if found is None:
-                return CheckResult("leak", False, f"seat {seat}: {problem}")
-            finders[seat].append((v if isinstance(v, str) else json.dumps(v, sort_keys=True), found))
+        finders[seat], problem = secret_checks(value)
+        if problem:
+            return CheckResult("leak", False, f"seat {seat}: {problem}")
     script = _seat_scripts(infos)
 
     def first_leak(script: Mapping[str, Sequence[str]]) -> tuple[str, str, int] | None:
