@@ -10,7 +10,8 @@ Checks, each reported on one line (:class:`CheckReport`):
   profile's reference policy) give the same observations, rewards, flags and ``info`` in a
   fresh interpreter with another ``PYTHONHASHSEED``;
 * ``leak`` (with ``secret=lambda env: ...``): the secret appears in no observation, no
-  ``info`` value (searched recursively) and not the system prompt before the final step.
+  ``info`` value (searched recursively) and not the system prompt before the final step,
+  over the scripted episode and the first step of every corpus case (injections ask for it).
 
 A failing ``corpus`` or ``leak`` check reports the failing example shrunk by hypothesis
 (:mod:`~mtrl_gym.testing.shrink`): the shortest text that fails the same way, or the
@@ -40,6 +41,8 @@ __all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "
 
 #: Steps a reference policy may take in the determinism check.
 POLICY_STEPS = 60
+#: Characters of the corpus cases the leak check plays (one step each).
+LEAK_CASE_CHARS = 2_000
 
 
 @dataclass
@@ -328,8 +331,8 @@ def other_interpreter(function: str, payload: dict[str, Any], imports: Sequence[
     return proc.stdout, f"a fresh interpreter (PYTHONHASHSEED={hashseed})"
 
 
-def compare_records(here: str, there: str | None, where: str) -> CheckResult:
-    """The ``determinism`` result of two :func:`determinism_record` texts."""
+def compare_records(here: str, there: str | None, where: str, what: str) -> CheckResult:
+    """The ``determinism`` result of two :func:`determinism_record` texts (``what``: which episodes)."""
     if there is None:
         return CheckResult("determinism", False, f"the fresh interpreter failed: {where}")
     a, b = json.loads(here), json.loads(there)
@@ -339,7 +342,7 @@ def compare_records(here: str, there: str | None, where: str) -> CheckResult:
             step = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
             return CheckResult("determinism", False, f"{label}: step {step} differs in {where}")
     steps = sum(len(e) - 1 for e in a.values())
-    return CheckResult("determinism", True, f"{', '.join(a)}: {steps} steps identical in {where}")
+    return CheckResult("determinism", True, f"{what}: {steps} steps identical in {where}")
 
 
 def _check_determinism(env: Any, env_id: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
@@ -351,7 +354,9 @@ def _check_determinism(env: Any, env_id: str, seeds: list[int], env_kwargs: dict
         there, where = other_interpreter("mtrl_gym.testing.check:determinism_record", payload, imports)
     else:
         there, where = determinism_record(**payload), "a second run in this process"
-    return compare_records(here, there, where)
+    episodes = "the corpus script" + "".join(f" and policy {p!r}" for p in policies)
+    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
+                                               f"{episodes}")
 
 
 # ---------------------------------------------------------------------------------------------- leak
@@ -465,8 +470,18 @@ def _check_leak(env: Any, secret: Callable[[Any], Any], seed: int, shrinking: Sh
         return hit
 
     hit = first_leak(script)
-    if hit is None:
-        return CheckResult("leak", True, f"the secret is in no observation or info over {len(script)} step(s) "
+    if hit is None:  # and after one message of each corpus case (injections ask for the answer)
+        from mtrl_gym.testing.corpus import adversarial_texts
+
+        cases = adversarial_texts(info.get("tools") or [], size=LEAK_CASE_CHARS)
+        for case in cases:
+            hit = first_leak([case.text])
+            if hit is not None:
+                text, where, _ = hit
+                return leak_failure(f"{where} ({case.name})", text, [case.text],
+                                    lambda a: first_leak(a) is not None, shrinking)
+        return CheckResult("leak", True, f"the secret is in no observation or info over {len(script)} scripted "
+                                         f"step(s) and the first step of {len(cases)} corpus cases "
                                          "(or until the episode ended)")
     text, where, steps = hit
     return leak_failure(where, text, script[:steps], lambda a: first_leak(a) is not None, shrinking)

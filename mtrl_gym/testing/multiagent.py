@@ -131,7 +131,8 @@ def check_multiagent_env(env_or_id: Any, *, secret: Callable[[Any], Mapping[str,
             there, where = other_interpreter("mtrl_gym.testing.multiagent:multiagent_record", payload, imports)
         else:
             there, where = multiagent_record(**payload), "a second run in this process"
-        report.checks.append(compare_records(here, there, where))
+        report.checks.append(compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} "
+                                                                 f"{', '.join(map(str, seeds))}, scripted game"))
     if secret is not None:
         report.checks.append(_check_leak(env, secret, seeds[0], shrinking))
     return report
