@@ -49,9 +49,9 @@ from mtrl_gym.testing.check import (
     compare_records,
     corpus_failure,
     other_interpreter,
-    secret_checks,
     step_problem,
 )
+from mtrl_gym.testing.leak import leak_failure, secret_checks
 
 __all__ = ["check_multiagent_env", "multiagent_record", "TEXT_ENV_ADVICE"]
 
@@ -273,7 +273,6 @@ def multiagent_record(env_ref: str, seeds: Sequence[int], kwargs: dict[str, Any]
 
 def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
                 shrinking: Shrinking) -> CheckResult:
-    from mtrl_gym.testing.check import leak_failure
     from mtrl_gym.testing.shrink import show, shrink_script
 
     _, infos = env.reset(seed=seed)

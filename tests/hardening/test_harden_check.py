@@ -77,7 +77,7 @@ def test_the_shrinking_budget_is_settable():
 
 
 def test_a_structured_secret_is_found_as_a_value_and_as_json_text():
-    from mtrl_gym.testing.check import secret_checks
+    from mtrl_gym.testing.leak import secret_checks
 
     checks, problem = secret_checks([{"order": "A-1", "n": 2}, "alpha-word", None])
     assert not problem and [t for t, _ in checks] == ['{"n": 2, "order": "A-1"}', "alpha-word"]

@@ -311,7 +311,7 @@ class SOPHarness:
         and the answer (found by the kit's secret finder with the suite's extractor) stay hidden."""
         from kit_secrets import sop_secret  # tests/ is on pytest's path
 
-        from mtrl_gym.testing.check import secret_checks
+        from mtrl_gym.testing.leak import secret_checks
 
         env = self.env
         transcript: list[tuple[str, str]] = []

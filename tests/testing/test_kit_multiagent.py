@@ -99,7 +99,7 @@ def test_every_registered_multiagent_env_passes_the_kit(env_id):
 def test_the_seat_extractors_catch_what_they_guard():
     # A leak check that cannot fail proves nothing: each extractor's secret is found when shown.
     from mtrl_gym.registry import make_multiagent
-    from mtrl_gym.testing.check import secret_checks
+    from mtrl_gym.testing.leak import secret_checks
 
     for env_id, extractor in SEAT_SECRETS.items():
         env = make_multiagent(env_id, parallel=True)
