@@ -349,7 +349,10 @@ def _check_determinism(env: Any, env_id: str, seeds: list[int], env_kwargs: dict
                        imports: Sequence[str], policies: list[str]) -> CheckResult:
     payload = {"env_id": env_id, "seeds": seeds, "actions": _script(env.reset(seed=seeds[0])[1].get("tools") or []),
                "kwargs": env_kwargs, "policies": policies}
-    here = determinism_record(**payload)
+    try:
+        here = determinism_record(**payload)
+    except Exception as e:
+        return CheckResult("determinism", False, f"the scripted episode raised {_one_line(e)}")
     if processes:
         there, where = other_interpreter("mtrl_gym.testing.check:determinism_record", payload, imports)
     else:

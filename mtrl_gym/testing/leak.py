@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from mtrl_gym.testing.check import CheckResult, Shrinking, _script
+from mtrl_gym.testing.check import CheckResult, Shrinking, _one_line, _script
 
 __all__ = ["check_leak", "secret_checks", "secret_finder", "secret_texts", "secret_values", "leak_failure",
            "LEAK_CASE_CHARS"]
@@ -142,13 +142,19 @@ def check_leak(env: Any, secret: Callable[[Any], Any], seed: int, shrinking: Shr
             hit = seen(obs, info, step)
         return hit
 
-    hit = first_leak(script)
+    try:
+        hit = first_leak(script)
+    except Exception as e:
+        return CheckResult("leak", False, f"could not be checked: the scripted episode raised {_one_line(e)}")
     if hit is None:  # and after one message of each corpus case (injections ask for the answer)
         from mtrl_gym.testing.corpus import adversarial_texts
 
         cases = adversarial_texts(info.get("tools") or [], size=LEAK_CASE_CHARS)
         for case in cases:
-            hit = first_leak([case.text])
+            try:
+                hit = first_leak([case.text])
+            except Exception:  # a case the env cannot take is the corpus check's finding
+                continue
             if hit is not None:
                 text, where, _ = hit
                 return leak_failure(f"{where} ({case.name})", text, [case.text],

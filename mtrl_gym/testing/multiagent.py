@@ -125,14 +125,7 @@ def check_multiagent_env(env_or_id: Any, *, secret: Callable[[Any], Mapping[str,
     env = parallel()
     report.checks.append(_check_corpus(env, seeds[0], corpus_size, step_bound_s, shrinking))
     if isinstance(env_or_id, str):
-        payload = {"env_ref": env_or_id, "seeds": seeds, "kwargs": env_kwargs}
-        here = multiagent_record(**payload)
-        if processes:
-            there, where = other_interpreter("mtrl_gym.testing.multiagent:multiagent_record", payload, imports)
-        else:
-            there, where = multiagent_record(**payload), "a second run in this process"
-        report.checks.append(compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} "
-                                                                 f"{', '.join(map(str, seeds))}, scripted game"))
+        report.checks.append(_check_determinism(env_or_id, seeds, env_kwargs, processes, imports))
     if secret is not None:
         report.checks.append(_check_leak(env, secret, seeds[0], shrinking))
     return report
@@ -269,6 +262,21 @@ def multiagent_record(env_ref: str, seeds: Sequence[int], kwargs: dict[str, Any]
     return json.dumps(out, sort_keys=True)
 
 
+def _check_determinism(env_ref: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
+                       imports: Sequence[str]) -> CheckResult:
+    payload = {"env_ref": env_ref, "seeds": seeds, "kwargs": env_kwargs}
+    try:
+        here = multiagent_record(**payload)
+    except Exception as e:
+        return CheckResult("determinism", False, f"the scripted game raised {_one_line(e)}")
+    if processes:
+        there, where = other_interpreter("mtrl_gym.testing.multiagent:multiagent_record", payload, imports)
+    else:
+        there, where = multiagent_record(**payload), "a second run in this process"
+    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
+                                               "scripted game")
+
+
 # ---------------------------------------------------------------------------------------------- leak
 
 def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
@@ -306,7 +314,10 @@ def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
         _play(env, seed, script, watch)
         return hits[0] if hits else None
 
-    leak = first_leak(script)
+    try:
+        leak = first_leak(script)
+    except Exception as e:
+        return CheckResult("leak", False, f"could not be checked: the scripted game raised {_one_line(e)}")
     if leak is None:
         cycles = max(map(len, script.values()), default=0)
         return CheckResult("leak", True, f"no seat's secret is in its observations or infos over {cycles} "
