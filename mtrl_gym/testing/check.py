@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "determinism_record", "is_pettingzoo"]
+__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "determinism_record", "is_pettingzoo",
+           "seed_list"]
 
 #: Steps a reference policy may take in the determinism check.
 POLICY_STEPS = 60
@@ -153,6 +154,30 @@ def _script(tools: list[Any]) -> list[str]:
     return small[::5][:12]
 
 
+def seed_list(seed: int | Sequence[int]) -> list[int]:
+    """``seed`` as a non-empty list of ints, or :class:`~mtrl_gym.error.ConfigError`."""
+    from mtrl_gym.error import ConfigError
+
+    seeds = [seed] if isinstance(seed, int) else list(seed) if isinstance(seed, (list, tuple, range)) else None
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise ConfigError(f"`seed` must be an int >= 0 or a non-empty list of them, got {seed!r}")
+    return seeds
+
+
+def _policies(env_id: str, policies: Sequence[str] | None) -> list[str]:
+    from mtrl_gym.envs.profile import profile_of
+    from mtrl_gym.error import ConfigError
+
+    known = list(profile_of(env_id).reference_policies)
+    if policies is None:
+        return known[:1]
+    unknown = [p for p in policies if p not in known]
+    if unknown:
+        raise ConfigError(f"`policies` names {unknown}, which {env_id}'s profile does not have; it has: "
+                          f"{', '.join(map(repr, known)) or 'none'}")
+    return list(policies)
+
+
 def is_pettingzoo(env_or_id: Any) -> bool:
     """Whether ``env_or_id`` is a PettingZoo env: a multi-agent id of the registry, a module with
     PettingZoo's ``parallel_env()`` (``"my_pkg.my_game"``, not a gymnasium id) or an instance."""
@@ -203,21 +228,19 @@ def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None
                                     corpus_size=corpus_size, env_kwargs=env_kwargs, processes=processes,
                                     imports=imports, shrink_examples=shrink_examples,
                                     shrink_deadline_s=shrink_deadline_s)
-    seeds = [seed] if isinstance(seed, int) else list(seed)
+    seeds = seed_list(seed)
     shrinking = Shrinking(shrink_examples, shrink_deadline_s)
     env_kwargs = dict(env_kwargs or {})
+    if isinstance(env_or_id, str):
+        policies = _policies(env_or_id, policies)
     env_id = env_or_id if isinstance(env_or_id, str) else getattr(getattr(env_or_id, "spec", None), "id", "<env>")
     report = CheckReport(str(env_id))
     report.checks.append(_check_gymnasium(env_or_id, env_kwargs))
     env = _make(env_or_id, env_kwargs)
     report.checks.append(_check_corpus(env, seeds[0], corpus_size, step_bound_s, shrinking))
     if isinstance(env_or_id, str):
-        if policies is None:
-            from mtrl_gym.envs.profile import profile_of
-
-            policies = list(profile_of(env_or_id).reference_policies)[:1]
         report.checks.append(_check_determinism(env, env_or_id, seeds, env_kwargs, processes, imports,
-                                                list(policies)))
+                                                list(policies or ())))
     if secret is not None:
         from mtrl_gym.testing.leak import check_leak
 

@@ -49,6 +49,7 @@ from mtrl_gym.testing.check import (
     compare_records,
     corpus_failure,
     other_interpreter,
+    seed_list,
     step_problem,
 )
 from mtrl_gym.testing.leak import leak_failure, secret_checks
@@ -115,7 +116,7 @@ def check_multiagent_env(env_or_id: Any, *, secret: Callable[[Any], Mapping[str,
         raise DependencyNotInstalled("pettingzoo", extra="pettingzoo") from None
     for module in imports:
         importlib.import_module(module)
-    seeds = [seed] if isinstance(seed, int) else list(seed)
+    seeds = seed_list(seed)
     shrinking = Shrinking(shrink_examples, shrink_deadline_s)
     env_kwargs = dict(env_kwargs or {})
     aec, parallel = _factories(env_or_id, env_kwargs)

@@ -76,6 +76,16 @@ def test_the_shrinking_budget_is_settable():
     assert len(tight.example) > 1_000  # no time for a search: the failing case itself
 
 
+def test_bad_arguments_name_the_value_and_the_fix():
+    from mtrl_gym.error import ConfigError
+
+    with pytest.raises(ConfigError, match=r"`seed` must be an int >= 0 or a non-empty list of them, got \[\]"):
+        check_text_env("harden_toys/Toy-v0", seed=[])
+    with pytest.raises(ConfigError, match=r"`policies` names \['oracle'\], which mtrl/Wordle-v0's profile does not "
+                                          r"have; it has: 'solver', 'random', 'teacher'"):
+        check_text_env("mtrl/Wordle-v0", policies=["oracle"])
+
+
 def test_a_structured_secret_is_found_as_a_value_and_as_json_text():
     from mtrl_gym.testing.leak import secret_checks
 
