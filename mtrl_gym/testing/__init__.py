@@ -10,8 +10,8 @@
 * :func:`env_contract_tests` (:mod:`~mtrl_gym.testing.pytest_plugin`): the same checks as
   pytest tests, one per check, in a three-line test file.
 * :mod:`~mtrl_gym.testing.cost`: the time of one step on a text, and its growth with length.
-* :mod:`~mtrl_gym.testing.strategies`: hypothesis strategies :func:`model_text` and
-  :func:`tool_calls`, and the stateful :func:`episode_machine` (needs ``hypothesis``;
+* :mod:`~mtrl_gym.testing.strategies`: hypothesis strategies :func:`model_text`,
+  :func:`tool_calls` and :func:`task_rows`, and the stateful :func:`episode_machine` (needs ``hypothesis``;
   imported on first use).
 
 Importing this package imports neither torch nor hypothesis.
@@ -26,9 +26,9 @@ from mtrl_gym.testing.corpus import CATEGORIES, BadText, adversarial_texts
 from mtrl_gym.testing.cost import growth_ratio, step_seconds
 
 __all__ = ["check_text_env", "check_multiagent_env", "CheckReport", "CheckResult", "CATEGORIES", "BadText", "adversarial_texts", "growth_ratio", "step_seconds", "model_text",
-           "tool_calls", "json_values", "episode_machine", "env_contract_tests"]
+           "tool_calls", "json_values", "task_rows", "episode_machine", "env_contract_tests"]
 
-_LAZY = {"model_text", "tool_calls", "json_values", "episode_machine"}
+_LAZY = {"model_text", "tool_calls", "json_values", "task_rows", "episode_machine"}
 
 
 def __getattr__(name: str) -> Any:
