@@ -10,9 +10,13 @@ number. ``parallel_env(broken="leak")`` puts the other seat's secret in ``player
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
-from pettingzoo.utils.conversions import parallel_to_aec
+
+pytest.importorskip("pettingzoo")  # also when pytest's doctest run imports this module
+
+from pettingzoo import ParallelEnv  # noqa: E402
+from pettingzoo.utils.conversions import parallel_to_aec  # noqa: E402
 
 CHARSET = "".join(chr(i) for i in range(32, 127)) + "\n"
 WORDS = ["amber", "cobalt", "sienna", "umber"]
