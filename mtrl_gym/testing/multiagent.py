@@ -280,6 +280,23 @@ def _check_determinism(env_ref: str, seeds: list[int], env_kwargs: dict[str, Any
 
 # ---------------------------------------------------------------------------------------------- leak
 
+def _case_scripts(env: Any, seed: int, infos: Mapping[str, Any], first_leak: Callable[[Any], Any]):
+    """``(script, first_leak(script))`` for each seat's corpus cases: its lead-in cycles, then the case."""
+    from mtrl_gym.testing.corpus import adversarial_texts
+    from mtrl_gym.testing.leak import LEAK_CASE_CHARS
+
+    for seat in list(infos):
+        lead = _lead_in(env, seed, seat)
+        if lead is None:
+            continue
+        for case in adversarial_texts(infos[seat].get("tools") or [], size=LEAK_CASE_CHARS):
+            script = {s: [cycle.get(s, "") for cycle in lead] + [case.text if s == seat else ""] for s in infos}
+            try:
+                yield script, first_leak(script)
+            except Exception:  # a case the env cannot take is the corpus check's finding
+                continue
+
+
 def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
                 shrinking: Shrinking) -> CheckResult:
     from mtrl_gym.testing.shrink import show, shrink_script
@@ -319,10 +336,17 @@ def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
         leak = first_leak(script)
     except Exception as e:
         return CheckResult("leak", False, f"could not be checked: the scripted game raised {_one_line(e)}")
+    cases = 0
+    if leak is None:  # then one corpus message from each seat (injections ask for the secret)
+        for case_script, leak in _case_scripts(env, seed, infos, first_leak):
+            cases += 1
+            if leak is not None:
+                script = case_script  # what the shrinking starts from
+                break
     if leak is None:
-        cycles = max(map(len, script.values()), default=0)
+        cycles = max(map(len, _seat_scripts(infos).values()), default=0)
         return CheckResult("leak", True, f"no seat's secret is in its observations or infos over {cycles} "
-                                         "scripted cycles (or until the game ended)")
+                                         f"scripted cycles and {cases} corpus messages (or until the game ended)")
     where, needle, cycles = leak
     result = leak_failure(where, needle, [], lambda _: False, shrinking)
     if cycles and shrinking.max_examples > 0:

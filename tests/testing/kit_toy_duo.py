@@ -4,7 +4,8 @@ Two seats each hold a secret word; every cycle each seat says something and sees
 number. ``parallel_env(broken="leak")`` puts the other seat's secret in ``player_0``'s info,
 ``broken="surrogate"`` raises on a lone surrogate in ``player_1``'s action, and
 ``broken="space"`` echoes ``player_1``'s action into its observation (outside the space) and
-``broken="hash"`` orders an observation by ``hash()`` (differs under another ``PYTHONHASHSEED``).
+``broken="hash"`` orders an observation by ``hash()`` (differs under another ``PYTHONHASHSEED``),
+``broken="tell"`` tells ``player_1`` the other word when it asks for the "secret".
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class Duo(ParallelEnv):
         obs = {a: {"text": f"turn {self.turn}"} for a in self.agents}
         if self.broken == "space":
             obs["player_1"] = {"text": said["player_1"][:50]}
+        if self.broken == "tell" and "secret" in said["player_1"].lower():
+            obs["player_1"] = {"text": f"It is {self.secrets['player_0']}."}
         if self.broken == "hash":
-            obs["player_0"] = {"text": ",".join(sorted({"a", "b", "c", "d", "e"}, key=hash))}
+            obs["player_0"] = {"text": ",".join(sorted(set("abcdefghijklmnopqrstuvwxyz"), key=hash))}
         infos = {a: {"length": len(said[a])} for a in self.agents}
         if self.broken == "leak":
             infos["player_0"]["debug"] = {"other": [self.secrets["player_1"]]}
