@@ -168,8 +168,8 @@ def _step_all(env: Any, actions: Mapping[str, str]) -> tuple[Any, ...]:
 def _placeholder_calls(tools: Sequence[Any]) -> list[str]:
     from mtrl_gym.testing.corpus import tool_names, tool_params
 
-    return ["<tool_call>" + json.dumps({"name": n, "arguments": {p: "hello" for p in tool_params(t)}}) + "</tool_call>"
-            for n, t in zip(tool_names(tools), tools)]
+    return ["<tool_call>" + json.dumps({"name": name, "arguments": {p: "hello" for p in tool_params(t)}})
+            + "</tool_call>" for t in tools for name in tool_names([t])]
 
 
 def _lead_in(env: Any, seed: int, seat: str) -> list[dict[str, str]] | None:

@@ -9,8 +9,8 @@
   in every syntax the parser accepts (some cut short, some with noise around them), and
   small cases of the adversarial corpus (:mod:`mtrl_gym.testing.corpus`).
 
->>> from hypothesis import given, settings
->>> @settings(max_examples=5, database=None)
+>>> from hypothesis import HealthCheck, given, settings
+>>> @settings(max_examples=5, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ... @given(model_text([]))
 ... def check(text):
 ...     assert isinstance(text, str)
