@@ -368,18 +368,24 @@ def compare_records(here: str, there: str | None, where: str, what: str) -> Chec
     return CheckResult("determinism", True, f"{what}: {steps} steps identical in {where}")
 
 
+def determinism_check(record: Callable[..., str], payload: dict[str, Any], processes: bool,
+                      imports: Sequence[str], seeds: Sequence[int], episodes: str) -> CheckResult:
+    """The ``determinism`` result: ``record(**payload)`` here and in a fresh interpreter (or twice here)."""
+    try:
+        here = record(**payload)
+    except Exception as e:
+        return CheckResult("determinism", False, f"the {episodes} raised {_one_line(e)}")
+    if processes:
+        there, where = other_interpreter(f"{record.__module__}:{record.__name__}", payload, imports)
+    else:
+        there, where = record(**payload), "a second run in this process"
+    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
+                                               f"{episodes}")
+
+
 def _check_determinism(env: Any, env_id: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
                        imports: Sequence[str], policies: list[str]) -> CheckResult:
     payload = {"env_id": env_id, "seeds": seeds, "actions": _script(env.reset(seed=seeds[0])[1].get("tools") or []),
                "kwargs": env_kwargs, "policies": policies}
-    try:
-        here = determinism_record(**payload)
-    except Exception as e:
-        return CheckResult("determinism", False, f"the scripted episode raised {_one_line(e)}")
-    if processes:
-        there, where = other_interpreter("mtrl_gym.testing.check:determinism_record", payload, imports)
-    else:
-        there, where = determinism_record(**payload), "a second run in this process"
-    episodes = "the corpus script" + "".join(f" and policy {p!r}" for p in policies)
-    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
-                                               f"{episodes}")
+    episodes = "scripted episode" + "".join(f" and policy {p!r}" for p in policies)
+    return determinism_check(determinism_record, payload, processes, imports, seeds, episodes)

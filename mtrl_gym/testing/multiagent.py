@@ -46,9 +46,8 @@ from mtrl_gym.testing.check import (
     Views,
     _one_line,
     _script,
-    compare_records,
     corpus_failure,
-    other_interpreter,
+    determinism_check,
     seed_list,
     step_problem,
 )
@@ -266,16 +265,7 @@ def multiagent_record(env_ref: str, seeds: Sequence[int], kwargs: dict[str, Any]
 def _check_determinism(env_ref: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
                        imports: Sequence[str]) -> CheckResult:
     payload = {"env_ref": env_ref, "seeds": seeds, "kwargs": env_kwargs}
-    try:
-        here = multiagent_record(**payload)
-    except Exception as e:
-        return CheckResult("determinism", False, f"the scripted game raised {_one_line(e)}")
-    if processes:
-        there, where = other_interpreter("mtrl_gym.testing.multiagent:multiagent_record", payload, imports)
-    else:
-        there, where = multiagent_record(**payload), "a second run in this process"
-    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
-                                               "scripted game")
+    return determinism_check(multiagent_record, payload, processes, imports, seeds, "scripted game")
 
 
 # ---------------------------------------------------------------------------------------------- leak
