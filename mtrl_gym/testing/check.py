@@ -6,10 +6,18 @@ Checks, each reported on one line (:class:`CheckReport`):
 * ``corpus``: every case of :func:`~mtrl_gym.testing.corpus.adversarial_texts` is a legal
   action: no exception, the observation in the space, ``info`` writable as JSON, and
   (with ``step_bound_s``) each step under the bound;
-* ``determinism``: a seeded scripted episode gives the same observations, rewards, flags
-  and ``info`` in a fresh interpreter with another ``PYTHONHASHSEED``;
+* ``determinism``: seeded episodes (a scripted one of corpus actions, and one of the env
+  profile's reference policy) give the same observations, rewards, flags and ``info`` in a
+  fresh interpreter with another ``PYTHONHASHSEED``;
 * ``leak`` (with ``secret=lambda env: ...``): the secret appears in no observation, no
-  ``info`` value (searched recursively) and not the system prompt before the final step.
+  ``info`` value (searched recursively) and not the system prompt before the final step,
+  over the scripted episode and the first step of every corpus case (injections ask for it).
+
+A failing ``corpus`` or ``leak`` check reports the failing example shrunk by hypothesis
+(:mod:`~mtrl_gym.testing.shrink`): the shortest text that fails the same way, or the
+shortest action list that exposes the secret; :attr:`CheckResult.example` holds it.
+A PettingZoo env (a multi-agent id of the registry) goes to
+:func:`~mtrl_gym.testing.multiagent.check_multiagent_env`, its checks made per seat.
 
 >>> report = check_text_env("mtrl/Sandbox-Shop-v0", corpus_size=2_000, processes=False)
 >>> report.ok, [c.name for c in report.checks]
@@ -29,16 +37,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode"]
+__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "determinism_record", "is_pettingzoo",
+           "seed_list"]
+
+#: Steps a reference policy may take in the determinism check.
+POLICY_STEPS = 60
 
 
 @dataclass
 class CheckResult:
-    """One check: its name, whether it passed, and a one-line explanation."""
+    """One check: its name, whether it passed, a one-line explanation and the shrunk failing example."""
 
     name: str
     ok: bool
     detail: str = ""
+    example: Any = None
+    """The failing example after shrinking (a text, or a list of actions for a leak); None on a pass."""
 
     def line(self) -> str:
         return f"{'PASS' if self.ok else 'FAIL'}  {self.name:<12} {self.detail}"
@@ -64,29 +78,73 @@ class CheckReport:
             raise AssertionError(str(self))
 
 
+@dataclass(frozen=True)
+class Shrinking:
+    """The budget of the hypothesis search that shrinks a failing example (``max_examples`` 0: off)."""
+
+    max_examples: int = 100
+    deadline_s: float = 10.0
+
+
 def _make(env_or_id: Any, env_kwargs: dict[str, Any]) -> Any:
     import gymnasium
 
     return gymnasium.make(env_or_id, **env_kwargs) if isinstance(env_or_id, str) else env_or_id
 
 
-def scripted_episode(env_id: str, seed: int, actions: Sequence[str], env_kwargs: dict[str, Any] | None = None) -> str:
-    """The JSON text of a seeded episode (reset, then ``actions`` until it ends): what must
-    be identical in every process."""
+def _one_line(error: BaseException, width: int = 200) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split())[:width]}"
+
+
+def _play_policy(env: Any, env_id: str, name: str, seed: int) -> list[Any]:
+    import numpy as np
+
+    from mtrl_gym.envs.profile import profile_of
+
+    policy = profile_of(env_id).policy(name, env)
+    obs, info = env.reset(seed=seed)
+    policy.reset(info, np.random.default_rng(seed), seed=seed, task=None)
+    steps: list[Any] = [[obs, info]]
+    for _ in range(POLICY_STEPS):
+        obs, reward, terminated, truncated, info = env.step(str(policy(obs, info)))
+        steps.append([obs, reward, terminated, truncated, info])
+        if terminated or truncated:
+            break
+    return steps
+
+
+def scripted_episode(env_id: str, seed: int, actions: Sequence[str], env_kwargs: dict[str, Any] | None = None,
+                     policy: str | None = None) -> str:
+    """The JSON text of a seeded episode (reset, then ``actions`` until it ends, or the env
+    profile's reference ``policy``): what must be identical in every process."""
     import gymnasium
 
     from mtrl_gym.serialization import json_line
 
     env = gymnasium.make(env_id, **(env_kwargs or {}))
-    obs, info = env.reset(seed=seed)
-    steps: list[Any] = [[obs, info]]
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        steps.append([obs, reward, terminated, truncated, info])
-        if terminated or truncated:
-            break
+    if policy is not None:
+        steps = _play_policy(env, env_id, policy, seed)
+    else:
+        obs, info = env.reset(seed=seed)
+        steps = [[obs, info]]
+        for action in actions:
+            obs, reward, terminated, truncated, info = env.step(action)
+            steps.append([obs, reward, terminated, truncated, info])
+            if terminated or truncated:
+                break
     env.close()
     return json_line(steps)
+
+
+def determinism_record(env_id: str, seeds: Sequence[int], actions: Sequence[str], kwargs: dict[str, Any],
+                       policies: Sequence[str]) -> str:
+    """The episodes of the determinism check as one JSON text: ``{label: episode}``."""
+    out = {}
+    for seed in seeds:
+        out[f"seed {seed}"] = json.loads(scripted_episode(env_id, seed, actions, kwargs))
+        for name in policies:
+            out[f"seed {seed}, policy {name!r}"] = json.loads(scripted_episode(env_id, seed, (), kwargs, name))
+    return json.dumps(out, sort_keys=True)
 
 
 def _script(tools: list[Any]) -> list[str]:
@@ -96,34 +154,97 @@ def _script(tools: list[Any]) -> list[str]:
     return small[::5][:12]
 
 
-def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None, seed: int = 0,
+def seed_list(seed: int | Sequence[int]) -> list[int]:
+    """``seed`` as a non-empty list of ints, or :class:`~mtrl_gym.error.ConfigError`."""
+    from mtrl_gym.error import ConfigError
+
+    seeds = [seed] if isinstance(seed, int) else list(seed) if isinstance(seed, (list, tuple, range)) else None
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise ConfigError(f"`seed` must be an int >= 0 or a non-empty list of them, got {seed!r}")
+    return seeds
+
+
+def _policies(env_id: str, policies: Sequence[str] | None) -> list[str]:
+    from mtrl_gym.envs.profile import profile_of
+    from mtrl_gym.error import ConfigError
+
+    known = list(profile_of(env_id).reference_policies)
+    if policies is None:
+        return known[:1]
+    unknown = [p for p in policies if p not in known]
+    if unknown:
+        raise ConfigError(f"`policies` names {unknown}, which {env_id}'s profile does not have; it has: "
+                          f"{', '.join(map(repr, known)) or 'none'}")
+    return list(policies)
+
+
+def is_pettingzoo(env_or_id: Any) -> bool:
+    """Whether ``env_or_id`` is a PettingZoo env: a multi-agent id of the registry, a module with
+    PettingZoo's ``parallel_env()`` (``"my_pkg.my_game"``, not a gymnasium id) or an instance."""
+    if isinstance(env_or_id, str):
+        import gymnasium
+
+        from mtrl_gym.registry import is_multiagent
+
+        if is_multiagent(env_or_id):
+            return True
+        if "/" in env_or_id or env_or_id in gymnasium.registry:
+            return False
+        try:
+            return callable(getattr(importlib.import_module(env_or_id), "parallel_env", None))
+        except ImportError:
+            return False
+    return any(c.__module__.split(".")[0] == "pettingzoo" for c in type(env_or_id).__mro__)
+
+
+def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None, seed: int | Sequence[int] = 0,
                    step_bound_s: float | None = None, corpus_size: int = 20_000,
                    env_kwargs: dict[str, Any] | None = None, processes: bool = True,
-                   imports: Sequence[str] = ()) -> CheckReport:
+                   imports: Sequence[str] = (), policies: Sequence[str] | None = None,
+                   shrink_examples: int = 100, shrink_deadline_s: float = 10.0) -> CheckReport:
     """Run every check on an env id (or instance) and return the report (see the module docstring).
 
     Args:
-        secret: ``secret(env) -> value`` read after each reset (e.g. ``lambda env: env.unwrapped.task["answer"]``);
-            its text must not reach the agent before the final step.
+        secret: ``secret(env) -> value`` read after each reset (e.g. ``lambda env: env.unwrapped.task["answer"]``),
+            or a list of such values; its text (a non-string value: its JSON text, or the value itself inside
+            ``info``) must not reach the agent before the final step. For a multi-agent env:
+            ``{seat: value or list of values}``.
+        seed: the seed of the corpus and leak checks; a list of seeds plays the determinism check on each.
         step_bound_s: fail a corpus case whose step takes longer (None: no time bound).
         corpus_size: characters per corpus case.
         processes: run the determinism check in a fresh interpreter (else in this one, twice).
         imports: modules imported first, here and in the fresh interpreter (where your env registers itself).
+        policies: reference policies of the env's profile played in the determinism check
+            (None: the first one, if the profile has any).
+        shrink_examples, shrink_deadline_s: the budget of the hypothesis search shrinking a failing
+            example (examples per pass, seconds in all); 0 examples reports the failing case unshrunk.
     """
-    import importlib
-
     for module in imports:
         importlib.import_module(module)
+    if is_pettingzoo(env_or_id):
+        from mtrl_gym.testing.multiagent import check_multiagent_env
+
+        return check_multiagent_env(env_or_id, secret=secret, seed=seed, step_bound_s=step_bound_s,
+                                    corpus_size=corpus_size, env_kwargs=env_kwargs, processes=processes,
+                                    imports=imports, shrink_examples=shrink_examples,
+                                    shrink_deadline_s=shrink_deadline_s)
+    seeds = seed_list(seed)
+    shrinking = Shrinking(shrink_examples, shrink_deadline_s)
     env_kwargs = dict(env_kwargs or {})
+    if isinstance(env_or_id, str):
+        policies = _policies(env_or_id, policies)
     env_id = env_or_id if isinstance(env_or_id, str) else getattr(getattr(env_or_id, "spec", None), "id", "<env>")
     report = CheckReport(str(env_id))
     report.checks.append(_check_gymnasium(env_or_id, env_kwargs))
     env = _make(env_or_id, env_kwargs)
-    report.checks.append(_check_corpus(env, seed, corpus_size, step_bound_s))
+    report.checks.append(_check_corpus(env, seeds[0], corpus_size, step_bound_s, shrinking))
     if isinstance(env_or_id, str):
-        report.checks.append(_check_determinism(env, env_or_id, seed, env_kwargs, processes, imports))
+        report.checks.append(_check_determinism(env, env_or_id, seeds, env_kwargs, processes, imports,
+                                                list(policies or ())))
     if secret is not None:
-        report.checks.append(_check_leak(env, secret, seed))
+        from mtrl_gym.testing.leak import check_leak
+
+        report.checks.append(check_leak(env, secret, seeds[0], shrinking))
     return report
 
 
@@ -136,105 +257,135 @@ def _check_gymnasium(env_or_id: Any, env_kwargs: dict[str, Any]) -> CheckResult:
             warnings.simplefilter("error")
             check_env(env.unwrapped, skip_render_check=True)
     except Exception as e:
-        return CheckResult("gymnasium", False, f"check_env: {type(e).__name__}: {' '.join(str(e).split())[:300]}")
+        return CheckResult("gymnasium", False, f"check_env: {_one_line(e, 300)}")
     return CheckResult("gymnasium", True, "check_env passes, no warnings")
 
 
-def _check_corpus(env: Any, seed: int, size: int, bound: float | None) -> CheckResult:
+# ---------------------------------------------------------------------------------------------- corpus
+
+#: One step's views: ``(who, observation, info, observation space)`` for each seat that observes it.
+Views = list[tuple[str, Any, Any, Any]]
+
+
+def step_problem(step: Callable[[], Views], bound: float | None) -> tuple[tuple[str, str] | None, float]:
+    """``((kind, message) or None, seconds)``: what is wrong with one step (``step()`` runs it) and its time.
+
+    ``kind`` names the broken property (``"raised UnicodeEncodeError"``, ``"json"``,
+    ``"space"``, ``"slow"``): a shrunk example must fail with the same kind.
+    """
+    t0 = time.perf_counter()
+    try:
+        views = step()
+    except Exception as e:
+        return (f"raised {type(e).__name__}", f"raised {_one_line(e)}"), time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    for who, obs, info, space in views:
+        try:
+            json.dumps(info)  # plain JSON, as the env hands it over (writers only add a safety net)
+        except (TypeError, ValueError, RecursionError) as e:
+            return ("json", f"{who}info is not JSON ({_one_line(e, 160)})"), took
+        if not space.contains(obs):
+            return ("space", f"{who}the observation is outside the observation space"), took
+    if bound is not None and took > bound:
+        return ("slow", f"a step took {took * 1e3:.1f} ms, over the {bound * 1e3:g} ms bound"), took
+    return None, took
+
+
+def _same_failure(step_of: Callable[[str], Callable[[], Views]], kind: str,
+                  bound: float | None) -> Callable[[str], bool]:
+    def fails(text: str) -> bool:
+        tries = 2 if kind == "slow" else 1  # timer noise must not make a short text look slow
+        return all((step_problem(step_of(text), bound)[0] or ("", ""))[0] == kind for _ in range(tries))
+    return fails
+
+
+def corpus_failure(name: str, case: str, kind: str, message: str, step_of: Callable[[str], Callable[[], Views]],
+                   bound: float | None, shrinking: Shrinking) -> CheckResult:
+    """The failed ``corpus`` result of one case, with the case shrunk by hypothesis."""
+    from mtrl_gym.testing.shrink import show, shrink_text
+
+    detail = f"{name} ({len(case)} chars) {message}"
+    if shrinking.max_examples <= 0:
+        return CheckResult("corpus", False, detail, example=case)
+    small = shrink_text(_same_failure(step_of, kind, bound), case, max_examples=shrinking.max_examples,
+                        deadline_s=shrinking.deadline_s)
+    return CheckResult("corpus", False, f"{detail}; shrunk by hypothesis to {len(small)} chars: {show(small)}",
+                       example=small)
+
+
+def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking: Shrinking) -> CheckResult:
     from mtrl_gym.testing.corpus import adversarial_texts
 
     tools = env.reset(seed=seed)[1].get("tools") or []
     cases = adversarial_texts(tools, size=size)
+
+    def step_of(text: str) -> Callable[[], Views]:
+        env.reset(seed=seed)
+
+        def step() -> Views:
+            obs, _, _, _, info = env.step(text)
+            return [("", obs, info, env.observation_space)]
+        return step
+
     worst, worst_name = 0.0, ""
     for case in cases:
-        env.reset(seed=seed)
-        try:
-            t0 = time.perf_counter()
-            obs, _, _, _, info = env.step(case.text)
-            took = time.perf_counter() - t0
-        except Exception as e:
-            return CheckResult("corpus", False, f"{case.name} ({len(case.text)} chars) raised "
-                                                f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
-        try:
-            json.dumps(info)  # plain JSON, as the env hands it over (writers only add a safety net)
-        except (TypeError, ValueError, RecursionError) as e:
-            return CheckResult("corpus", False, f"{case.name}: info is not JSON ({type(e).__name__}: "
-                                                f"{' '.join(str(e).split())[:160]})")
-        if not env.observation_space.contains(obs):
-            return CheckResult("corpus", False, f"{case.name}: the observation is outside the observation space")
+        problem, took = step_problem(step_of(case.text), bound)
+        if problem is not None:
+            return corpus_failure(case.name, case.text, *problem, step_of, bound, shrinking)
         if took > worst:
             worst, worst_name = took, case.name
-        if bound is not None and took > bound:
-            return CheckResult("corpus", False, f"{case.name}: a step took {took * 1e3:.1f} ms, over the "
-                                                f"{bound * 1e3:g} ms bound")
     return CheckResult("corpus", True, f"{len(cases)} cases of {size} characters; slowest {worst_name} "
                                        f"{worst * 1e3:.1f} ms")
 
 
-def _check_determinism(env: Any, env_id: str, seed: int, env_kwargs: dict[str, Any], processes: bool,
-                       imports: Sequence[str]) -> CheckResult:
-    actions = _script(env.reset(seed=seed)[1].get("tools") or [])
-    here = scripted_episode(env_id, seed, actions, env_kwargs)
+# ---------------------------------------------------------------------------------------------- determinism
+
+def other_interpreter(function: str, payload: dict[str, Any], imports: Sequence[str]) -> tuple[str | None, str]:
+    """``(stdout, where)`` of ``module:function(**payload)`` in a fresh interpreter with another
+    ``PYTHONHASHSEED``; stdout is None when it failed (``where`` then holds its last error line)."""
+    module, name = function.split(":")
+    code = ("import importlib, json, sys; " + "".join(f"import {m}; " for m in imports)
+            + f"from {module} import {name}; sys.stdout.write({name}(**json.loads(sys.stdin.read())))")
+    hashseed = str((int(os.environ.get("PYTHONHASHSEED", "0") or 0) + 12345) % 4294967295)
+    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload), capture_output=True, text=True,
+                          env={**os.environ, "PYTHONHASHSEED": hashseed}, timeout=600, check=False)
+    if proc.returncode != 0:
+        return None, " ".join(proc.stderr.strip().splitlines()[-1:])[:300]
+    return proc.stdout, f"a fresh interpreter (PYTHONHASHSEED={hashseed})"
+
+
+def compare_records(here: str, there: str | None, where: str, what: str) -> CheckResult:
+    """The ``determinism`` result of two :func:`determinism_record` texts (``what``: which episodes)."""
+    if there is None:
+        return CheckResult("determinism", False, f"the fresh interpreter failed: {where}")
+    a, b = json.loads(here), json.loads(there)
+    for label in a:
+        if a[label] != b.get(label):
+            x, y = a[label], b.get(label) or []
+            step = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+            return CheckResult("determinism", False, f"{label}: step {step} differs in {where}")
+    steps = sum(len(e) - 1 for e in a.values())
+    return CheckResult("determinism", True, f"{what}: {steps} steps identical in {where}")
+
+
+def determinism_check(record: Callable[..., str], payload: dict[str, Any], processes: bool,
+                      imports: Sequence[str], seeds: Sequence[int], episodes: str) -> CheckResult:
+    """The ``determinism`` result: ``record(**payload)`` here and in a fresh interpreter (or twice here)."""
+    try:
+        here = record(**payload)
+    except Exception as e:
+        return CheckResult("determinism", False, f"the {episodes} raised {_one_line(e)}")
     if processes:
-        code = ("import json, sys; " + "".join(f"import {m}; " for m in imports)
-                + "from mtrl_gym.testing.check import scripted_episode; a = json.loads(sys.stdin.read()); "
-                "sys.stdout.write(scripted_episode(a['env'], a['seed'], a['actions'], a['kwargs']))")
-        hashseed = str((int(os.environ.get("PYTHONHASHSEED", "0") or 0) + 12345) % 4294967295)
-        proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(
-            {"env": env_id, "seed": seed, "actions": actions, "kwargs": env_kwargs}), capture_output=True, text=True,
-            env={**os.environ, "PYTHONHASHSEED": hashseed}, timeout=600)
-        if proc.returncode != 0:
-            tail = " ".join(proc.stderr.strip().splitlines()[-1:])
-            return CheckResult("determinism", False, f"the fresh interpreter failed: {tail[:300]}")
-        there, where = proc.stdout, f"a fresh interpreter (PYTHONHASHSEED={hashseed})"
+        there, where = other_interpreter(f"{record.__module__}:{record.__name__}", payload, imports)
     else:
-        for module in imports:
-            importlib.import_module(module)
-        there, where = scripted_episode(env_id, seed, actions, env_kwargs), "a second run in this process"
-    if here != there:
-        a, b = json.loads(here), json.loads(there)
-        step = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        return CheckResult("determinism", False, f"seed {seed}: step {step} differs in {where}")
-    return CheckResult("determinism", True, f"seed {seed}, {len(json.loads(here)) - 1} steps identical in {where}")
+        there, where = record(**payload), "a second run in this process"
+    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
+                                               f"{episodes}")
 
 
-def _strings(value: Any) -> list[str]:
-    out, stack, seen = [], [value], 0
-    while stack and seen < 200_000:
-        v = stack.pop()
-        seen += 1
-        if isinstance(v, str):
-            out.append(v)
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, (list, tuple, set)):
-            stack.extend(v)
-        elif v is not None and not isinstance(v, bool):
-            out.append(str(v))
-    return out
-
-
-def _check_leak(env: Any, secret: Callable[[Any], Any], seed: int) -> CheckResult:
-    obs, info = env.reset(seed=seed)
-    value = secret(env)
-    needle = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    if not needle or len(needle) < 2:
-        return CheckResult("leak", False, f"the secret {value!r} is too short to search for")
-
-    def found(where: str, payload: Any) -> str | None:
-        return where if any(needle in s for s in _strings(payload)) else None
-
-    hit = found("the first observation", obs) or found("reset info", info)
-    steps = 0
-    for action in _script(info.get("tools") or []):
-        if hit:
-            break
-        obs, _, terminated, truncated, info = env.step(action)
-        steps += 1
-        if terminated or truncated:
-            break
-        hit = found(f"the observation of step {steps}", obs) or found(f"info of step {steps}", info)
-    if hit:
-        return CheckResult("leak", False, f"the secret {needle[:40]!r} appears in {hit}")
-    return CheckResult("leak", True, f"the secret is in no observation or info over {steps} step(s)")
+def _check_determinism(env: Any, env_id: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
+                       imports: Sequence[str], policies: list[str]) -> CheckResult:
+    payload = {"env_id": env_id, "seeds": seeds, "actions": _script(env.reset(seed=seeds[0])[1].get("tools") or []),
+               "kwargs": env_kwargs, "policies": policies}
+    episodes = "scripted episode" + "".join(f" and policy {p!r}" for p in policies)
+    return determinism_check(determinism_record, payload, processes, imports, seeds, episodes)

@@ -6,8 +6,9 @@
     from mtrl_gym.testing import env_contract_tests
     test_my_env = env_contract_tests("my_pkg/MyEnv-v0", secret=lambda env: env.unwrapped.answer)
 
-pytest then runs one test per check (``gymnasium``, ``corpus``, ``determinism``, ``leak``),
-each failing with the check's line. Installed as a pytest plugin (entry point ``pytest11``),
+pytest then runs one test per check (``gymnasium``, ``corpus``, ``determinism``, ``leak``;
+``pettingzoo`` instead of ``gymnasium`` for a multi-agent env), each failing with the check's
+line (the failing example shrunk by hypothesis included). Installed as a pytest plugin (entry point ``pytest11``),
 this module also gives every test the fixture ``check_text_env``.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from mtrl_gym.testing.check import CheckReport
 from mtrl_gym.testing.check import check_text_env as _check_text_env
+from mtrl_gym.testing.check import is_pettingzoo
 
 __all__ = ["env_contract_tests"]
 
@@ -28,7 +30,8 @@ def env_contract_tests(env_id: str, *, secret: Callable[[Any], Any] | None = Non
     ``env_id`` (extra keyword arguments go to it, e.g. ``imports=["my_pkg"]``)."""
     import pytest
 
-    names = ["gymnasium", "corpus", "determinism"] + (["leak"] if secret is not None else [])
+    first = "pettingzoo" if is_pettingzoo(env_id) else "gymnasium"
+    names = [first, "corpus", "determinism"] + (["leak"] if secret is not None else [])
     cache: dict[str, CheckReport] = {}
 
     @pytest.mark.parametrize("check", names)

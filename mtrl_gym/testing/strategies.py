@@ -2,13 +2,15 @@
 
 * :func:`tool_calls` draws ``{"name", "arguments"}`` calls for given tool schemas, mostly
   with the right names and parameters, sometimes wrong types, unknown names, extra keys;
+* :func:`task_rows` draws task rows of an env's named splits (its profile), for
+  ``reset(options={"task": row})``;
 * :func:`episode_machine` builds a stateful ``RuleBasedStateMachine`` that plays an env;
 * :func:`model_text` draws a raw assistant message: free text, calls of :func:`tool_calls`
   in every syntax the parser accepts (some cut short, some with noise around them), and
   small cases of the adversarial corpus (:mod:`mtrl_gym.testing.corpus`).
 
->>> from hypothesis import given, settings
->>> @settings(max_examples=5, database=None)
+>>> from hypothesis import HealthCheck, given, settings
+>>> @settings(max_examples=5, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 ... @given(model_text([]))
 ... def check(text):
 ...     assert isinstance(text, str)
@@ -29,7 +31,7 @@ try:
 except ImportError:  # pragma: no cover - exercised without hypothesis only
     raise DependencyNotInstalled("hypothesis", extra="testing") from None
 
-__all__ = ["tool_calls", "model_text", "json_values", "episode_machine"]
+__all__ = ["tool_calls", "model_text", "json_values", "task_rows", "episode_machine"]
 
 
 def json_values(max_leaves: int = 8) -> st.SearchStrategy[Any]:
@@ -87,8 +89,35 @@ def model_text(tools: Sequence[Mapping[str, Any]] = (), *, corpus_size: int = 2_
     return st.one_of(st.text(), hostile, one, one, cut, noisy, corpus)
 
 
+def task_rows(env_or_id: Any, *, splits: Sequence[str] | None = None, n: int = 16,
+              seed: int = 0) -> st.SearchStrategy[dict[str, Any]]:
+    """A task row of one of the env's named splits (``n`` rows of each, made with ``seed``), as
+    ``reset(options={"task": row})`` takes it. The splits are those of the env's profile
+    (``mtrl_gym.profile_of``); ``splits`` picks some. Rows shrink toward the first row of the
+    first split.
+
+    >>> from hypothesis import find
+    >>> sorted(find(task_rows("mtrl/Wordle-v0", splits=["val"], n=4), lambda row: True))
+    ['answer', 'id', 'prompt']
+    """
+    from mtrl_gym.envs.profile import profile_of
+    from mtrl_gym.error import ConfigError
+
+    profile = profile_of(env_or_id)
+    names = list(splits) if splits is not None else list(profile.split_names)
+    if not names:
+        raise ConfigError(f"{env_or_id!r} has no named task splits (its profile's `splits`); it draws its task "
+                          "from the reset seed, so play it with seeds instead")
+    unknown = [name for name in names if name not in profile.splits]
+    if unknown:
+        raise ConfigError(f"unknown split(s) {unknown} for {env_or_id!r}; its splits: {list(profile.split_names)}")
+    rows = [dict(row) for name in names for row in profile.tasks(name, n, seed=seed)]
+    return st.sampled_from(rows).map(dict)
+
+
 def episode_machine(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None, max_seed: int = 1_000):
-    """A hypothesis ``RuleBasedStateMachine`` class playing ``env_id``: it interleaves resets,
+    """A hypothesis ``RuleBasedStateMachine`` class playing ``env_id``: it interleaves resets (by
+    seed, and with a pinned task row of :func:`task_rows` when the env has named splits),
     near-valid and invalid messages (:func:`model_text`) and repeats of the last message, and
     after every step checks the contract (observation in the space, float reward, bool
     flags, JSON ``info``, no step after the end without a reset). Run it with
@@ -108,6 +137,9 @@ def episode_machine(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None,
     tools = probe.reset(seed=0)[1].get("tools") or []
     probe.close()
     texts = model_text(tools)
+    from mtrl_gym.envs.profile import profile_of
+
+    rows = task_rows(env_id, n=8) if profile_of(env_id).split_names else None
 
     class EpisodeMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -124,6 +156,15 @@ def episode_machine(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None,
         @rule(seed=st.integers(0, max_seed))
         def reset(self, seed: int) -> None:
             self.start(seed)
+
+        @precondition(lambda self: rows is not None)
+        @rule(row=rows if rows is not None else st.nothing())
+        def reset_task(self, row: dict[str, Any]) -> None:
+            self.obs, info = self.env.reset(options={"task": row})
+            json_line(info)
+            if "id" in row:
+                assert str(info.get("task_id")) == str(row["id"]), (info.get("task_id"), row["id"])
+            self.done = False
 
         @precondition(lambda self: not self.done)
         @rule(text=texts)

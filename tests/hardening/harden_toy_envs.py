@@ -39,7 +39,7 @@ class Leaky(Toy):
 
 class HashOrder(Toy):
     def obs(self, action):
-        return ",".join(sorted({"a", "b", "c", "d", "e"}, key=hash))
+        return ",".join(sorted(set("abcdefghijklmnopqrstuvwxyz"), key=hash))
 
 
 class SurrogateCrash(Toy):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import harden_toy_envs  # noqa: F401 - registers the harden_toys/* envs in this process
 import pytest
+from kit_secrets import SECRETS, SOP_IDS
 
 from mtrl_gym.cli import main
 from mtrl_gym.registry import list_envs
@@ -35,29 +36,66 @@ def test_a_correct_env_passes_every_check():
     assert [c.name for c in report.checks] == ["gymnasium", "corpus", "determinism", "leak"]
 
 
-@pytest.mark.parametrize("name, check, message", [
-    ("Leaky", "leak", r"the secret '.*-word' appears in info of step 1"),
-    ("HashOrder", "determinism", r"seed 0: step 1 differs in a fresh interpreter"),
-    ("SurrogateCrash", "corpus", r"surrogate/raw \(\d+ chars\) raised UnicodeEncodeError"),
-    ("NonJSONInfo", "corpus", r"info is not JSON \(TypeError: Object of type object"),
+@pytest.mark.parametrize("name, check, message, example", [
+    ("Leaky", "leak", r"the secret '.*-word' appears in info of step 1; shrunk by hypothesis to 1 action\(s\): "
+                      r"\[''\]$", [""]),
+    ("HashOrder", "determinism", r"seed 0: step 1 differs in a fresh interpreter", None),
+    ("SurrogateCrash", "corpus", r"surrogate/raw \(\d+ chars\) raised UnicodeEncodeError: .*; shrunk by hypothesis "
+                                 r"to 1 chars: '\\ud800'$", "\ud800"),
+    ("NonJSONInfo", "corpus", r"info is not JSON \(TypeError: Object of type object.*; shrunk by hypothesis to "
+                              r"0 chars: ''$", ""),
 ])
-def test_each_broken_env_is_caught_with_a_readable_line(name, check, message):
+def test_each_broken_env_is_caught_with_a_readable_line_and_a_shrunk_example(name, check, message, example):
+    import re
+
     report = _check(name)
     result = _result(report, check)
     assert not result.ok and not report.ok
-    if message:
-        import re
-
-        assert re.search(message, result.detail), result.detail
+    assert re.search(message, result.detail), result.detail
+    assert result.example == example
     with pytest.raises(AssertionError, match=check):
         report.raise_on_failure()
 
 
-def test_a_quadratic_env_is_caught_by_the_step_bound():
+def test_a_quadratic_env_is_caught_by_the_step_bound_with_the_shortest_slow_text():
     # 20k characters cost the quadratic toy >= 40 ms even on a quiet machine; a linear env takes < 1 ms.
+    # The shortest slow text is near where the cost crosses the bound (~8k characters here): a
+    # thousand characters cost it well under 1 ms, so shrinking cannot end below that.
     result = _result(check_text_env("harden_toys/Quadratic-v0", corpus_size=20_000, step_bound_s=0.01,
                                     processes=False), "corpus")
-    assert not result.ok and "over the 10 ms bound" in result.detail
+    assert not result.ok and "over the 10 ms bound; shrunk by hypothesis to" in result.detail
+    small = result.example
+    assert 1_000 < len(small) < 20_000 and result.detail.endswith(f"{len(small)} chars: {small[:1]!r} * {len(small)}")
+
+
+def test_the_shrinking_budget_is_settable():
+    report = _check("SurrogateCrash", shrink_examples=0)
+    result = _result(report, "corpus")
+    assert "shrunk" not in result.detail and len(result.example) > 1_000
+    tight = _result(_check("SurrogateCrash", shrink_deadline_s=0.0), "corpus")
+    assert len(tight.example) > 1_000  # no time for a search: the failing case itself
+
+
+def test_bad_arguments_name_the_value_and_the_fix():
+    from mtrl_gym.error import ConfigError
+
+    with pytest.raises(ConfigError, match=r"`seed` must be an int >= 0 or a non-empty list of them, got \[\]"):
+        check_text_env("harden_toys/Toy-v0", seed=[])
+    with pytest.raises(ConfigError, match=r"`policies` names \['oracle'\], which mtrl/Wordle-v0's profile does not "
+                                          r"have; it has: 'solver', 'random', 'teacher'"):
+        check_text_env("mtrl/Wordle-v0", policies=["oracle"])
+
+
+def test_a_structured_secret_is_found_as_a_value_and_as_json_text():
+    from mtrl_gym.testing.leak import secret_checks
+
+    checks, problem = secret_checks([{"order": "A-1", "n": 2}, "alpha-word", None])
+    assert not problem and [t for t, _ in checks] == ['{"n": 2, "order": "A-1"}', "alpha-word"]
+    found = checks[0][1]
+    assert found({"debug": [{"order": "A-1", "n": 2}]})          # the object itself inside info
+    assert found('expected {"n":2,"order":"A-1"}')              # its JSON text, compact
+    assert not found({"order": "A-1"}) and not found("n 2 order A-1")
+    assert secret_checks("a")[1] == "the secret 'a' is too short to search for"
 
 
 def test_the_cli_prints_one_line_per_check_and_exits_1_on_a_failure(capsys):
@@ -66,18 +104,15 @@ def test_the_cli_prints_one_line_per_check_and_exits_1_on_a_failure(capsys):
     assert "PASS  gymnasium" in out and "PASS  determinism" in out
     assert main(["check", "harden_toys/SurrogateCrash-v0", "--import", "harden_toy_envs",
                  "--corpus-size", "2000"]) == 1
-    assert "FAIL  corpus" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "FAIL  corpus" in out and "shrunk by hypothesis to 1 chars: '\\ud800'" in out
+    assert main(["check", "harden_toys/SurrogateCrash-v0", "--import", "harden_toy_envs",
+                 "--corpus-size", "2000", "--shrink-examples", "0"]) == 1
+    assert "shrunk" not in capsys.readouterr().out
     assert main(["check", "mtrl/NoSuch-v0"]) == 2
 
 
-# What the agent must never see before the end, per env family (None: the answer is named in the
-# prompt by design, e.g. Weather's "which of Oslo, Bergen and Rome", or too short to search for).
-SECRETS = {"mtrl/Wordle-v0": lambda env: env.unwrapped._answer,
-           "mtrl/Wordle-Hard-v0": lambda env: env.unwrapped._answer,
-           "mtrl/Sandbox-Orders-v0": lambda env: env.unwrapped.task["answer"]["order_id"]}
-
-
-@pytest.mark.parametrize("env_id", list_envs())
+@pytest.mark.parametrize("env_id", [e for e in list_envs() if e not in SOP_IDS])  # SOP: tests/sop/test_sop_kit.py
 def test_every_registered_env_passes_the_kit(env_id):
     report = check_text_env(env_id, corpus_size=5_000, secret=SECRETS.get(env_id))
     report.raise_on_failure()

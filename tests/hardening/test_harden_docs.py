@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", ["corpus", "cost", "strategies", "check"])
+@pytest.mark.parametrize("module", ["corpus", "cost", "strategies", "check", "shrink", "leak", "multiagent"])
 def test_testing_doctests(module):
     mod = importlib.import_module(f"mtrl_gym.testing.{module}")
     assert doctest.testmod(mod).failed == 0

@@ -4,29 +4,27 @@
 
 * :meth:`check_oracle` — the scripted oracle scores 100% exact, changes the world with a
   stateful action (on some tasks at least), and never calls a distractor;
-* :meth:`check_same_seed` / :meth:`worker` + :meth:`check_across_processes` — the same seed
-  gives the same world, prompt, label and tool results, in a fresh env and in another
-  process with another hash seed;
 * :meth:`check_no_label_leak` — an agent that submits at once, choosing each field by the
   best rule it can learn from prompt text (majority class, an enum value named in the
   prompt, the conditional majority given any input value), stays near the majority rate;
 * :meth:`check_near_misses` — the oracle's episode with one answer field changed (another
   enum value, a number off by one, a list item dropped, ...) is graded wrong on that field;
-* :meth:`check_any_actions` — any text and any tool arguments never raise;
-* :meth:`check_hostile_text` — hostile model text (lone surrogates, deep nesting, huge or
-  truncated calls) never raises and is answered in time;
+* :meth:`check_any_actions` — tool calls built from the world's own ids and the oracle's
+  calls (perturbed) never raise, are graded 0/1 and keep the final-only keys for the end;
 * :meth:`check_difficulty_limits` — every declared knob range is enforced at both ends;
-* :meth:`check_env`, :meth:`check_contract`, :meth:`label_report`.
+* :meth:`check_contract`, :meth:`label_report`.
+
+What every text env must prove (Gymnasium's checker, hostile text, determinism across
+processes, JSON ``info``, the answer never shown) is the kit's job: ``tests/sop/test_sop_kit.py``
+runs :func:`mtrl_gym.testing.check_text_env` on every domain with the secret extractor of
+``tests/kit_secrets.py``.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Mapping
@@ -209,34 +207,6 @@ class SOPHarness:
         return {"tasks": n, "seconds": seconds, "ms_per_task": 1000 * seconds / n,
                 "mean_steps": sum(steps) / n, "max_steps": max(steps), "stateful_rate": changed / n}
 
-    # ------------------------------------------------------------------ determinism
-
-    def fingerprint(self, seed: int, difficulty: Mapping[str, Any] | None = None, env: SOPEnv | None = None) -> str:
-        """World, label, prompt and every observation of the oracle's episode, as canonical JSON."""
-        env = env or self.env
-        knobs = self.domain.resolve_difficulty(difficulty)
-        world = self.domain.world(seed, knobs)
-        transcript: list[tuple[str, str]] = []
-        reward, info, _ = play_oracle(env, options={"task": {"seed": seed, "difficulty": knobs}},
-                                      transcript=transcript)
-        return canonical({"world": world, "label": self.domain.expected(world), "transcript": transcript,
-                          "reward": reward, "final_state": env.state, "system_prompt": env.system_prompt,
-                          "tools": env.tool_schemas})
-
-    def check_same_seed(self, seed: int, difficulty: Mapping[str, Any] | None = None) -> None:
-        """The same seed gives the same world, label and trajectory in a fresh env; worlds are JSON."""
-        world = self.domain.world(seed, difficulty)
-        assert json.loads(json.dumps(world)) == world, "the world is not plain JSON data"
-        fresh = gymnasium.make(self.env_id).unwrapped
-        assert self.fingerprint(seed, difficulty) == self.fingerprint(seed, difficulty, env=fresh)
-
-    def worker(self) -> _Worker:
-        """A process with another hash seed that computes fingerprints (use as a context manager)."""
-        return _Worker(self.env_id, self.module)
-
-    def check_across_processes(self, worker: _Worker, seed: int, difficulty: Mapping[str, Any] | None = None):
-        assert worker.fingerprint(seed, dict(difficulty or {})) == self.fingerprint(seed, difficulty)
-
     # ------------------------------------------------------------------ label leak
 
     def label_report(self, n: int = 500, *, split: str = "train") -> dict[str, Any]:
@@ -337,17 +307,23 @@ class SOPHarness:
         return st.tuples(st.lists(one, min_size=1, max_size=10), st.lists(final, max_size=1)).map(lambda p: p[0] + p[1])
 
     def check_any_actions(self, data, seed: int) -> None:
-        """Play drawn actions from ``reset(seed)``: nothing raises, rewards are 0/1, the label stays hidden."""
+        """Play drawn actions from ``reset(seed)``: nothing raises, rewards are 0/1, the final-only keys
+        and the answer (found by the kit's secret finder with the suite's extractor) stay hidden."""
+        from kit_secrets import sop_secret  # tests/ is on pytest's path
+
+        from mtrl_gym.testing.leak import secret_checks
+
         env = self.env
         transcript: list[tuple[str, str]] = []
         play_oracle(env, seed=seed, transcript=transcript)
         oracle_calls = [json.loads(a.removeprefix("<tool_call>").removesuffix("</tool_call>")) for a, _ in transcript[1:-1]]
         obs, info = env.reset(seed=seed)
-        assert env.observation_space.contains(obs) and not FINAL_ONLY & set(info)
-        label = canonical(env.expected_answer)
+        assert not FINAL_ONLY & set(info)
+        checks, _ = secret_checks(sop_secret(env))
+        shown = checks[0][1]
         for action in data.draw(self.actions(env, oracle_calls)):
             obs, reward, terminated, truncated, info = env.step(action)
-            assert env.observation_space.contains(obs) and reward in (0.0, 1.0)
+            assert reward in (0.0, 1.0)
             assert len(info["tool_results"]) == len(info["tool_outcomes"])
             assert all(o["status"] != "exception" for o in info["tool_outcomes"])
             if terminated or truncated:
@@ -355,7 +331,7 @@ class SOPHarness:
                 assert 0.0 <= info["grade_result"]["score"] <= 1.0
                 break
             assert not FINAL_ONLY & set(info) and reward == 0.0
-            assert label not in obs
+            assert not shown(obs) and not shown(info), "the answer is shown before the end"
 
     def check_planned(self, planned, n: int = 150, difficulty: Mapping[str, Any] | None = None) -> None:
         """Outcome-first generation: for seeds ``0..n-1`` at noise 0 and 2, the label agrees with
@@ -379,20 +355,6 @@ class SOPHarness:
         assert all(counts[0][k] == 0 for k in (clean if clean is not None else traps)), counts[0]
         assert min(counts[2].values()) >= at_least, counts[2]
         return counts
-
-    def check_hostile_text(self, seed: int = 0, *, seconds: float = 5.0) -> None:
-        """Hostile assistant messages never raise, keep the observation valid and are answered
-        within ``seconds`` each; the label stays hidden."""
-        env = self.env
-        for text in hostile_texts(next(iter(env.tools))):
-            env.reset(seed=seed)
-            label = canonical(env.expected_answer)
-            start = time.perf_counter()
-            obs, reward, terminated, truncated, info = env.step(text)
-            took = time.perf_counter() - start
-            assert took < seconds, f"{took:.1f} s for a hostile message of {len(text)} characters"
-            assert env.observation_space.contains(obs) and reward in (0.0, 1.0)
-            assert label not in obs or terminated
 
     def check_difficulty_limits(self) -> None:
         """Every range in ``difficulty_limits`` (and ``noise``) is enforced at both ends, with a
@@ -424,13 +386,6 @@ class SOPHarness:
                 {**{k: hi for k, (_, hi) in limits.items()}, "distractors": False}]
 
     # ------------------------------------------------------------------ contract
-
-    def check_env(self) -> None:
-        from env_checks import strict_check_env  # tests/ is on pytest's path (not the worker process's)
-
-        env = gymnasium.make(self.env_id)
-        strict_check_env(env.unwrapped)
-        env.close()
 
     def check_contract(self, *, min_tools: int = 4, max_tools: int = 10) -> None:
         """4-10 tools, 1-3 distractors, the knobs ``noise`` and ``distractors`` plus one more, an SOP document."""
@@ -506,25 +461,6 @@ def near_miss(value: Any, spec: Any) -> Any:
     return f"{value}X"
 
 
-def hostile_texts(tool: str) -> list[str]:
-    """Assistant messages a parser must survive: surrogates, nesting, size, truncation, control bytes."""
-    deep = "[" * 5000 + "]" * 5000
-    return [
-        "\ud800\udfff lone surrogates \udc00",
-        f'<tool_call>{{"name": "{tool}", "arguments": {{"x": "\ud800"}}}}</tool_call>',
-        f'<tool_call>{{"name": "{tool}", "arguments": {{"a": {deep}}}}}</tool_call>',
-        "{" * 60_000,
-        "<tool_call>" * 5_000,
-        f'<tool_call>{{"name": "{tool}", "arguments": ' * 2_000,
-        f"{tool}(" * 5_000,
-        "x" * 120_000 + f'<tool_call>{{"name": "{tool}", "arguments": {{}}}}</tool_call>',
-        "\x00\x1b[31m\u202e" * 100,
-        f"<final_answer>{deep}</final_answer>",
-        '<final_answer>{"a": ' * 3_000,
-        '<tool_call>{"name": "submit", "arguments": {"answer": ' + deep + "}}</tool_call>",
-    ]
-
-
 def _rules(name, spec, tasks, inputs):
     """Candidate no-tool rules for one field: ``(description, fn(task, flat_inputs) -> canonical JSON)``."""
     counts = Counter(canonical(t["answer"][name]) for t in tasks)
@@ -549,40 +485,3 @@ def _rules(name, spec, tasks, inputs):
         rules.append((f"conditional majority given input {key}",
                       lambda t, x, b=best, k=key, m=majority: b.get(x.get(k, "<absent>"), m)))
     return rules
-
-
-_WORKER = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from harness import SOPHarness
-h = SOPHarness(sys.argv[2], module=sys.argv[3] or None)
-for line in sys.stdin:
-    job = json.loads(line)
-    print(json.dumps(h.fingerprint(job["seed"], job["difficulty"])), flush=True)
-"""
-
-
-class _Worker:
-    """A subprocess (PYTHONHASHSEED=12345) answering fingerprint requests, one JSON line each."""
-
-    def __init__(self, env_id: str, module: str | None):
-        env = {**os.environ, "PYTHONHASHSEED": "12345"}
-        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, os.path.dirname(__file__), env_id, module or ""],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-
-    def fingerprint(self, seed: int, difficulty: dict[str, Any]) -> str:
-        self.proc.stdin.write(json.dumps({"seed": seed, "difficulty": difficulty}) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, "the worker process died"
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
-    def __enter__(self) -> _Worker:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -326,25 +326,6 @@ def test_harness_oracle_and_contract():
     stats = H.check_oracle(100)
     assert stats["mean_steps"] == 3
     H.check_oracle(30, difficulty={"noise": 2, "distractors": False, "flags": 3})
-    H.check_env()
-
-
-@settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), noise=st.sampled_from([0, 1, 2]))
-def test_harness_same_seed_same_world(seed, noise):
-    H.check_same_seed(seed, {"noise": noise})
-
-
-@pytest.fixture(scope="module")
-def worker():
-    with H.worker() as w:
-        yield w
-
-
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**31 - 1))
-def test_harness_across_processes(worker, seed):
-    H.check_across_processes(worker, seed)
 
 
 def test_harness_leak_check_passes_a_clean_domain_and_catches_a_leaky_one():
