@@ -171,8 +171,6 @@ class RolloutProducer:
         self._stop = False
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self.busy_intervals: list[tuple[float, float]] = []
-        """``(start, end)`` monotonic times of every rollout, for overlap measurements."""
 
     @property
     def capacity(self) -> int:
@@ -277,7 +275,6 @@ class RolloutProducer:
                                  dict(engine_metrics))
             with self._cond:
                 self._busy = False
-                self.busy_intervals.append((started, ended))
                 if not self._stop:
                     self._queue.append(batch)
                 self._cond.notify_all()

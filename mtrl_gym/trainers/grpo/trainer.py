@@ -147,7 +147,9 @@ class GRPOTrainer:
         self._shadow = PolicyShadow(self.policy) if config.async_rollouts else None
         self._producer: RolloutProducer | None = None
         self.update_intervals: list[tuple[float, float]] = []
-        """``time.monotonic()`` start and end of every update (overlap measurements)."""
+        """``time.monotonic()`` start and end of every update, and of the rollout of every batch
+        trained on (``rollout_intervals``): how much sampling and training overlap."""
+        self.rollout_intervals: list[tuple[float, float]] = []
         self.sampler = sampler if sampler is not None else make_sampler(
             config.sampler, policy=self._shadow.model if self._shadow is not None else self.policy,
             tokenizer=tokenizer, model_name=config.model, seed=config.seed, **config.sampler_kwargs)
@@ -307,7 +309,10 @@ class GRPOTrainer:
 
     def _collect(self, tasks: Sequence[Any], step: int) -> tuple[list[Trajectory], dict[str, float]]:
         """Play one step's batch; ``(trajectories, the engine's own metrics)``."""
+        started = time.monotonic()
         trajectories = self.train_engine.collect(tasks, seed=_seed_for(self.config.seed, 1, step))
+        if self._producer is None:
+            self.rollout_intervals.append((started, time.monotonic()))
         return trajectories, dict(getattr(self.train_engine, "last_metrics", None) or {})
 
     def _push_policy(self, model: Any, version: int) -> None:
@@ -342,6 +347,7 @@ class GRPOTrainer:
             batch, wait_s, depth = producer.take(self.step)
             waited += wait_s
             self._consumed_data = batch.data_state
+            self.rollout_intervals.append((batch.started, batch.ended))
             kept, lost, ages = fresh_groups(batch.trajectories, step=self.step, group_size=c.group_size,
                                             max_staleness=c.max_staleness)
             dropped += lost

@@ -1,0 +1,139 @@
+"""GRPO steps per hour, synchronous vs asynchronous rollouts (max_staleness 1 and 2), in one run.
+
+    python benchmarks/async_cpu.py [--model smollm2-135m] [--steps 4] [--tasks 2] [--group-size 4]
+        [--max-new-tokens 24] [--threads 2] [--device cpu]
+
+Each mode trains a fresh GRPO run on Wordle (one turn per episode, the embedded
+SmolLM2-135M, LoRA rank 8 on the last 8 layers) for ``--steps`` steps after one warm-up
+step that is not timed:
+
+* **sync**: sample a batch, update, repeat (``async_rollouts: false``);
+* **async k=1**, **async k=2**: a producer thread samples ahead with weights at most k
+  steps old (``async_rollouts: true, max_staleness: k``).
+
+Printed per mode: steps/hour over the timed steps, seconds per step, the mean seconds of
+one batch's sampling and of one update, the fraction of the timed wall time in which
+the sampler and the optimiser ran at the same time (0 for sync by construction), the
+mean staleness, and the ratio of steps/hour to the synchronous run's (> 1: async is
+faster). The ideal async ratio is ``(sample + update) / max(sample, update)``; on a
+machine whose cores both sides already use (2 CPU cores), the two threads mostly take
+turns and the gain is small. The script exits 1 if a mode fails to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+from mtrl_gym.trainers.grpo.config import GRPOConfig
+from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
+
+MODES = {"sync": {"async_rollouts": False}, "async k=1": {"async_rollouts": True, "max_staleness": 1},
+         "async k=2": {"async_rollouts": True, "max_staleness": 2}}
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def overlap_seconds(a: list[tuple[float, float]], b: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds within [lo, hi] covered by both interval sets."""
+    total = 0.0
+    for s1, e1 in _union(a):
+        for s2, e2 in _union(b):
+            start, end = max(s1, s2, lo), min(e1, e2, hi)
+            total += max(0.0, end - start)
+    return total
+
+
+def run_mode(name: str, extra: dict, args, model_and_tokenizer) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(output_dir=out, model=args.model, env="mtrl/Wordle-v0", max_turns=1,
+                            global_batch_size=args.tasks, group_size=args.group_size, max_steps=args.steps + 1,
+                            max_new_tokens=args.max_new_tokens, max_episode_tokens=2048, lora_rank=8,
+                            lora_alpha=16.0, lora_layers=8, learning_rate=1e-4, temperature=1.0,
+                            tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=0,
+                            train_size=64, device=args.device, seed=0, **extra)
+        model, tokenizer = model_and_tokenizer()
+        trainer = GRPOTrainer(config, model=model, tokenizer=tokenizer)
+        try:
+            metrics = [trainer.train_step()]  # warm-up, not timed
+            start = time.monotonic()
+            for _ in range(args.steps):
+                metrics.append(trainer.train_step())
+            end = time.monotonic()
+        finally:
+            trainer.close()
+    timed = metrics[1:]
+    wall = end - start
+    sample_s = [m.get("async/sample_s", m.get("time/rollout_s", 0.0)) for m in timed]
+    return {"steps_per_hour": 3600.0 * args.steps / wall, "s_per_step": wall / args.steps,
+            "sample_s": sum(sample_s) / len(sample_s),
+            "update_s": sum(m["time/update_s"] for m in timed) / len(timed),
+            "overlap": overlap_seconds(trainer.rollout_intervals, trainer.update_intervals, start, end) / wall,
+            "staleness": sum(m.get("async/staleness_mean", 0.0) for m in timed) / len(timed)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per mode (after one warm-up step)")
+    parser.add_argument("--tasks", type=int, default=2, help="tasks per step")
+    parser.add_argument("--group-size", type=int, default=4)
+    parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (CPU)")
+    parser.add_argument("--device", default=None, help="cpu, cuda...; default: CUDA when available")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of: " + ", ".join(MODES))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    from mtrl_gym import models
+
+    loaded = models.load(args.model, device=args.device)
+    state = {k: v.detach().clone() for k, v in loaded[0].state_dict().items()}
+
+    def fresh():  # every mode starts from the same weights (LoRA is added by the trainer)
+        import copy
+
+        model = copy.deepcopy(loaded[0])
+        model.load_state_dict(state)
+        return model, loaded[1]
+
+    results, failed = {}, []
+    for name in args.modes.split(","):
+        name = name.strip()
+        if name not in MODES:
+            parser.error(f"unknown mode {name!r}; use one of {', '.join(MODES)}")
+        try:
+            results[name] = run_mode(name, MODES[name], args, fresh)
+        except Exception:  # noqa: BLE001 - reported, then the exit status says it
+            traceback.print_exc()
+            failed.append(name)
+    print(f"GRPO on Wordle, {args.model}, {args.tasks} tasks x {args.group_size} episodes, "
+          f"{args.max_new_tokens} new tokens, {args.steps} timed steps, {args.threads} torch threads, "
+          f"device {args.device or ('cuda' if torch.cuda.is_available() else 'cpu')}")
+    print(f"{'mode':<10} {'steps/h':>8} {'s/step':>7} {'sample s':>9} {'update s':>9} {'overlap':>8} "
+          f"{'stale':>6} {'vs sync':>8}")
+    base = results.get("sync", {}).get("steps_per_hour")
+    for name, r in results.items():
+        ratio = f"{r['steps_per_hour'] / base:8.2f}" if base else f"{'-':>8}"
+        print(f"{name:<10} {r['steps_per_hour']:8.0f} {r['s_per_step']:7.2f} {r['sample_s']:9.2f} "
+              f"{r['update_s']:9.2f} {r['overlap']:8.1%} {r['staleness']:6.2f} {ratio}")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
