@@ -1,11 +1,13 @@
 """GRPO steps per hour, synchronous vs asynchronous rollouts (max_staleness 1 and 2), in one run.
 
-    python benchmarks/async_cpu.py [--model smollm2-135m] [--steps 4] [--tasks 2] [--group-size 4]
-        [--max-new-tokens 24] [--threads 2] [--device cpu]
+    python benchmarks/async_cpu.py [--model smollm2-135m|random-small] [--steps 3] [--tasks 2]
+        [--group-size 4] [--max-new-tokens 24] [--threads 2] [--device cpu]
 
-Each mode trains a fresh GRPO run on Wordle (one turn per episode, the embedded
-SmolLM2-135M, LoRA rank 8 on the last 8 layers) for ``--steps`` steps after one warm-up
-step that is not timed:
+Each mode trains a fresh GRPO run on Wordle (one turn per episode, LoRA rank 8 on the last
+8 layers, every group trained even when its rewards tie, so each update does the full
+work) for ``--steps`` steps after one warm-up step that is not timed. The model is the
+embedded SmolLM2-135M, or ``random-small``: a randomly initialised 4-layer Llama (hidden
+size 256) with SmolLM2's tokenizer, a quicker run with the same shape of work:
 
 * **sync**: sample a batch, update, repeat (``async_rollouts: false``);
 * **async k=1**, **async k=2**: a producer thread samples ahead with weights at most k
@@ -57,6 +59,20 @@ def overlap_seconds(a: list[tuple[float, float]], b: list[tuple[float, float]], 
     return total
 
 
+def _random_small(device: str | None):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mtrl_gym import models
+
+    tokenizer = models.load_tokenizer("smollm2-135m")
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         tie_word_embeddings=True)
+    return LlamaForCausalLM(config).to(device or ("cuda" if torch.cuda.is_available() else "cpu")), tokenizer
+
+
 def run_mode(name: str, extra: dict, args, model_and_tokenizer) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig(output_dir=out, model=args.model, env="mtrl/Wordle-v0", max_turns=1,
@@ -64,7 +80,7 @@ def run_mode(name: str, extra: dict, args, model_and_tokenizer) -> dict[str, flo
                             max_new_tokens=args.max_new_tokens, max_episode_tokens=2048, lora_rank=8,
                             lora_alpha=16.0, lora_layers=8, learning_rate=1e-4, temperature=1.0,
                             tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=0,
-                            train_size=64, device=args.device, seed=0, **extra)
+                            train_size=64, device=args.device, seed=0, drop_zero_variance_groups=False, **extra)
         model, tokenizer = model_and_tokenizer()
         trainer = GRPOTrainer(config, model=model, tokenizer=tokenizer)
         try:
@@ -87,8 +103,8 @@ def run_mode(name: str, extra: dict, args, model_and_tokenizer) -> dict[str, flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--steps", type=int, default=4, help="timed steps per mode (after one warm-up step)")
+    parser.add_argument("--model", default="smollm2-135m", help="an embedded/hub model, or random-small")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per mode (after one warm-up step)")
     parser.add_argument("--tasks", type=int, default=2, help="tasks per step")
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=24)
@@ -99,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from mtrl_gym import models
 
-    loaded = models.load(args.model, device=args.device)
+    loaded = _random_small(args.device) if args.model == "random-small" else models.load(args.model, device=args.device)
     state = {k: v.detach().clone() for k, v in loaded[0].state_dict().items()}
 
     def fresh():  # every mode starts from the same weights (LoRA is added by the trainer)
