@@ -1,17 +1,21 @@
 """GRPO steps per hour, synchronous vs asynchronous rollouts (max_staleness 1 and 2), in one run.
 
     python benchmarks/async_cpu.py [--model smollm2-135m|random-small] [--steps 3] [--tasks 2]
-        [--group-size 4] [--max-new-tokens 24] [--threads 2] [--device cpu]
+        [--group-size 4] [--max-new-tokens 24] [--threads 2] [--device cpu] [--ray-workers N]
 
 Each mode trains a fresh GRPO run on Wordle (one turn per episode, LoRA rank 8 on the last
-8 layers, every group trained even when its rewards tie, so each update does the full
+8 layers (all 4 of ``random-small``), every group trained even when its rewards tie, so each update does the full
 work) for ``--steps`` steps after one warm-up step that is not timed. The model is the
 embedded SmolLM2-135M, or ``random-small``: a randomly initialised 4-layer Llama (hidden
 size 256) with SmolLM2's tokenizer, a quicker run with the same shape of work:
 
 * **sync**: sample a batch, update, repeat (``async_rollouts: false``);
 * **async k=1**, **async k=2**: a producer thread samples ahead with weights at most k
-  steps old (``async_rollouts: true, max_staleness: k``).
+  steps old (``async_rollouts: true, max_staleness: k``);
+* with ``--ray-workers N`` also **ray xN** and **ray xN k=1**: the same, the episodes played
+  by N Ray actors with a model copy each (a local cluster of N CPUs, started by the script):
+  the per-step overhead of the Ray round trip and the weight push, for the cost model of
+  docs/scaling.md.
 
 Printed per mode: steps/hour over the timed steps, seconds per step, the mean seconds of
 one batch's sampling and of one update, the fraction of the timed wall time in which
@@ -78,7 +82,7 @@ def run_mode(name: str, extra: dict, args, model_and_tokenizer) -> dict[str, flo
         config = GRPOConfig(output_dir=out, model=args.model, env="mtrl/Wordle-v0", max_turns=1,
                             global_batch_size=args.tasks, group_size=args.group_size, max_steps=args.steps + 1,
                             max_new_tokens=args.max_new_tokens, max_episode_tokens=2048, lora_rank=8,
-                            lora_alpha=16.0, lora_layers=8, learning_rate=1e-4, temperature=1.0,
+                            lora_alpha=16.0, lora_layers=None if args.model == "random-small" else 8, learning_rate=1e-4, temperature=1.0,
                             tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=0,
                             train_size=64, device=args.device, seed=0, drop_zero_variance_groups=False, **extra)
         model, tokenizer = model_and_tokenizer()
@@ -110,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (CPU)")
     parser.add_argument("--device", default=None, help="cpu, cuda...; default: CUDA when available")
+    parser.add_argument("--ray-workers", type=int, default=0, help="also run the Ray modes with N workers")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of: " + ", ".join(MODES))
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -125,26 +130,41 @@ def main(argv: list[str] | None = None) -> int:
         model.load_state_dict(state)
         return model, loaded[1]
 
-    results, failed = {}, []
+    modes = {}
     for name in args.modes.split(","):
-        name = name.strip()
-        if name not in MODES:
-            parser.error(f"unknown mode {name!r}; use one of {', '.join(MODES)}")
+        if name.strip() not in MODES:
+            parser.error(f"unknown mode {name.strip()!r}; use one of {', '.join(MODES)}")
+        modes[name.strip()] = MODES[name.strip()]
+    if args.ray_workers:
+        from mtrl_gym.trainers.ray_workers import start_local_ray
+
+        ray_dir = tempfile.mkdtemp(prefix="ray-bench-")
+        start_local_ray(args.ray_workers, temp_dir=ray_dir)
+        ray = {"rollout_backend": "ray", "ray_workers": args.ray_workers}
+        modes[f"ray x{args.ray_workers}"] = ray
+        modes[f"ray x{args.ray_workers} k=1"] = {**ray, "async_rollouts": True, "max_staleness": 1}
+    results, failed = {}, []
+    for name, extra in modes.items():
         try:
-            results[name] = run_mode(name, MODES[name], args, fresh)
+            results[name] = run_mode(name, extra, args, fresh)
         except Exception:  # noqa: BLE001 - reported, then the exit status says it
             traceback.print_exc()
             failed.append(name)
     print(f"GRPO on Wordle, {args.model}, {args.tasks} tasks x {args.group_size} episodes, "
           f"{args.max_new_tokens} new tokens, {args.steps} timed steps, {args.threads} torch threads, "
           f"device {args.device or ('cuda' if torch.cuda.is_available() else 'cpu')}")
-    print(f"{'mode':<10} {'steps/h':>8} {'s/step':>7} {'sample s':>9} {'update s':>9} {'overlap':>8} "
+    print(f"{'mode':<12} {'steps/h':>8} {'s/step':>7} {'sample s':>9} {'update s':>9} {'overlap':>8} "
           f"{'stale':>6} {'vs sync':>8}")
     base = results.get("sync", {}).get("steps_per_hour")
     for name, r in results.items():
         ratio = f"{r['steps_per_hour'] / base:8.2f}" if base else f"{'-':>8}"
-        print(f"{name:<10} {r['steps_per_hour']:8.0f} {r['s_per_step']:7.2f} {r['sample_s']:9.2f} "
+        print(f"{name:<12} {r['steps_per_hour']:8.0f} {r['s_per_step']:7.2f} {r['sample_s']:9.2f} "
               f"{r['update_s']:9.2f} {r['overlap']:8.1%} {r['staleness']:6.2f} {ratio}")
+    sync = results.get("sync")
+    if sync:  # what perfect overlap of the synchronous run's two halves would give
+        ideal = sync["s_per_step"] / max(sync["sample_s"], sync["update_s"])
+        print(f"ideal async ratio from the sync run's halves: {ideal:.2f} (a ratio above it means the modes' "
+              "sampling speed differed: machine load, not overlap)")
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

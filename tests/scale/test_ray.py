@@ -137,7 +137,7 @@ def test_a_worker_killed_mid_step_fails_or_retries_its_episodes_and_the_step_com
 
 
 def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, chatml_tokenizer):
-    cfg = config(tmp_path, async_rollouts=True, max_staleness=1, max_steps=3)
+    cfg = config(tmp_path, async_rollouts=True, max_staleness=1, max_steps=3, val_every=3, val_max_tasks=2)
     trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2])
     try:
@@ -150,6 +150,7 @@ def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, 
     assert all(r["ray/workers"] == 2 and r["ray/lost_episodes"] == 0 and r["async/staleness_max"] <= 1
                for r in train)
     assert all(r["rollout/failure_rate"] == 0 for r in train)
+    assert [r["step"] for r in records if r["kind"] == "val"] == [0, 3]  # validation runs in the driver
 
 
 def test_ray_backend_without_ray_names_the_extra(monkeypatch, tmp_path, chatml_tokenizer):

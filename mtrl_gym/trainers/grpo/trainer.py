@@ -153,12 +153,12 @@ class GRPOTrainer:
         self.sampler = sampler if sampler is not None else make_sampler(
             config.sampler, policy=self._shadow.model if self._shadow is not None else self.policy,
             tokenizer=tokenizer, model_name=config.model, seed=config.seed, **config.sampler_kwargs)
-        if config.rollout_backend == "ray":
+        source = make_agent_source if config.agent else make_rollout_engine  # your own agent, or ours
+        if config.rollout_backend == "ray":  # training episodes on Ray actors; validation stays here
             from mtrl_gym.trainers.ray_workers import RayRolloutEngine
 
             self.train_engine = RayRolloutEngine(config, self.policy, tokenizer, env=env)
         else:
-            source = make_agent_source if config.agent else make_rollout_engine  # your own agent, or ours
             self.train_engine = source(config, self.sampler, tokenizer, env=env)
         self.val_engine = source(config, self.sampler, tokenizer, validation=True, env=env) \
             if config.val_every and self.val_tasks != [] else None
