@@ -140,26 +140,33 @@ def main(argv: list[str] | None = None) -> int:
 
         ray_dir = tempfile.mkdtemp(prefix="ray-bench-")
         start_local_ray(args.ray_workers, temp_dir=ray_dir)
-        ray = {"rollout_backend": "ray", "ray_workers": args.ray_workers}
-        modes[f"ray x{args.ray_workers}"] = ray
-        modes[f"ray x{args.ray_workers} k=1"] = {**ray, "async_rollouts": True, "max_staleness": 1}
-    results, failed = {}, []
-    for name, extra in modes.items():
-        try:
-            results[name] = run_mode(name, extra, args, fresh)
-        except Exception:  # noqa: BLE001 - reported, then the exit status says it
-            traceback.print_exc()
-            failed.append(name)
+        on_ray = {"rollout_backend": "ray", "ray_workers": args.ray_workers}
+        modes[f"ray x{args.ray_workers}"] = on_ray
+        modes[f"ray x{args.ray_workers} k=1"] = {**on_ray, "async_rollouts": True, "max_staleness": 1}
     print(f"GRPO on Wordle, {args.model}, {args.tasks} tasks x {args.group_size} episodes, "
           f"{args.max_new_tokens} new tokens, {args.steps} timed steps, {args.threads} torch threads, "
           f"device {args.device or ('cuda' if torch.cuda.is_available() else 'cpu')}")
     print(f"{'mode':<12} {'steps/h':>8} {'s/step':>7} {'sample s':>9} {'update s':>9} {'overlap':>8} "
-          f"{'stale':>6} {'vs sync':>8}")
-    base = results.get("sync", {}).get("steps_per_hour")
-    for name, r in results.items():
+          f"{'stale':>6} {'vs sync':>8}", flush=True)
+    results, failed = {}, []
+    for name, extra in modes.items():  # each row as soon as its mode is done
+        try:
+            r = results[name] = run_mode(name, extra, args, fresh)
+        except Exception:  # noqa: BLE001 - reported, then the exit status says it
+            traceback.print_exc()
+            failed.append(name)
+            continue
+        base = results.get("sync", {}).get("steps_per_hour")
         ratio = f"{r['steps_per_hour'] / base:8.2f}" if base else f"{'-':>8}"
         print(f"{name:<12} {r['steps_per_hour']:8.0f} {r['s_per_step']:7.2f} {r['sample_s']:9.2f} "
-              f"{r['update_s']:9.2f} {r['overlap']:8.1%} {r['staleness']:6.2f} {ratio}")
+              f"{r['update_s']:9.2f} {r['overlap']:8.1%} {r['staleness']:6.2f} {ratio}", flush=True)
+    if args.ray_workers:
+        import shutil
+
+        import ray as ray_module
+
+        ray_module.shutdown()
+        shutil.rmtree(ray_dir, ignore_errors=True)
     sync = results.get("sync")
     if sync:  # what perfect overlap of the synchronous run's two halves would give
         ideal = sync["s_per_step"] / max(sync["sample_s"], sync["update_s"])
