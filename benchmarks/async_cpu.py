@@ -17,7 +17,8 @@ size 256) with SmolLM2's tokenizer, a quicker run with the same shape of work:
   the per-step overhead of the Ray round trip and the weight push, for the cost model of
   docs/scaling.md.
 
-Printed per mode: steps/hour over the timed steps, seconds per step, the mean seconds of
+A throwaway one-step run comes first: the first trainer of a process is slower than the
+next ones, which made the first mode look slow. Printed per mode: steps/hour over the timed steps, seconds per step, the mean seconds of
 one batch's sampling and of one update, the fraction of the timed wall time in which
 the sampler and the optimiser ran at the same time (0 for sync by construction), the
 mean staleness, and the ratio of steps/hour to the synchronous run's (> 1: async is
@@ -148,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
           f"device {args.device or ('cuda' if torch.cuda.is_available() else 'cpu')}")
     print(f"{'mode':<12} {'steps/h':>8} {'s/step':>7} {'sample s':>9} {'update s':>9} {'overlap':>8} "
           f"{'stale':>6} {'vs sync':>8}", flush=True)
+    # The first trainer of a process runs slower than later ones (allocator, thread pools, caches):
+    # one untimed step of a throwaway run keeps that off whichever mode comes first.
+    try:
+        run_mode("warm-up", {}, argparse.Namespace(**{**vars(args), "steps": 1}), fresh)
+    except Exception:  # noqa: BLE001 - the modes below fail the same way and say so
+        print("the warm-up run failed; the modes will tell", file=sys.stderr)
     results, failed = {}, []
     for name, extra in modes.items():  # each row as soon as its mode is done
         try:

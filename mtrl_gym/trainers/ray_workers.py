@@ -193,6 +193,13 @@ class RayRolloutEngine:
         ray = _ray()
         if config.agent is not None or config.sampler not in ("hf", "openai"):
             raise ConfigError("Ray rollout workers sample with 'hf' or 'openai'; see docs/scaling.md")
+        from mtrl_gym.registry import is_multiagent
+
+        if env is None and is_multiagent(config.env):
+            raise ConfigError(f"`rollout_backend` 'ray' plays single-agent envs; {config.env!r} is a multi-agent "
+                              "env: use rollout_backend 'local'")
+        if config.sampler == "hf" and policy is None:
+            raise ConfigError("sampler 'hf' on Ray workers needs the `policy` each worker copies")
         if not ray.is_initialized():
             if config.ray_address is None:
                 start_local_ray()

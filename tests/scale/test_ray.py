@@ -153,6 +153,13 @@ def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, 
     assert [r["step"] for r in records if r["kind"] == "val"] == [0, 3]  # validation runs in the driver
 
 
+def test_ray_backend_refuses_multiagent_envs(ray_cluster, tmp_path, chatml_tokenizer):
+    from mtrl_gym.error import ConfigError
+
+    with pytest.raises(ConfigError, match=r"'mtrl/WordleDuel-v0' is a multi-agent env: use rollout_backend 'local'"):
+        RayRolloutEngine(config(tmp_path, env="mtrl/WordleDuel-v0"), None, chatml_tokenizer)
+
+
 def test_ray_backend_without_ray_names_the_extra(monkeypatch, tmp_path, chatml_tokenizer):
     monkeypatch.setitem(sys.modules, "ray", None)
     from mtrl_gym.error import DependencyNotInstalled
