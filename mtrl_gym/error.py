@@ -15,6 +15,7 @@ __all__ = [
     "InvalidTask",
     "DatasetError",
     "DependencyNotInstalled",
+    "RolloutError",
     "UnknownEnv",
     "ConfigError",
     "CassetteError",
@@ -78,6 +79,11 @@ class CassetteError(Error, ValueError):
 
 class SamplerError(Error, RuntimeError):
     """A sampler could not produce tokens (endpoint down, model failure)."""
+
+
+class RolloutError(Error, RuntimeError):
+    """No batch of rollouts could be produced: the background producer failed, or no rollout
+    worker could be started. (One failed episode is never an exception: it is a trajectory.)"""
 
 
 class ReplayMismatch(Error, AssertionError):

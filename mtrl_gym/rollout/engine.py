@@ -241,17 +241,22 @@ class RolloutEngine:
     # ------------------------------------------------------------------ main loop
 
     def collect(self, tasks: Sequence[Mapping[str, Any] | None], *, seed: int | None = None,
-                on_episode: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
+                on_episode: Callable[[Trajectory], None] | None = None, group_offset: int = 0) -> list[Trajectory]:
         """Play ``group_size`` episodes of every task; trajectories in (task, sample) order.
 
         ``seed``: group ``g`` resets with ``seed + g``; sampling seeds derive from it too, so
         the same seed, tasks, sampler and weights give the same trajectories.
         ``on_episode(trajectory)`` is called as soon as each episode ends (its metrics set),
         e.g. to save it before the rest of the batch is done.
+        ``group_offset``: ``tasks`` are groups ``group_offset, group_offset + 1, ...`` of a
+        larger batch (a shard played by a worker): group ids, reset seeds and sampling seeds
+        are those the whole batch would give them.
         """
         base = self._base_seed(seed)
         run = uuid.uuid4().hex[:12]
-        episodes = [self._start(task, g, k, base, run) for g, task in enumerate(tasks)
+        if group_offset < 0:
+            raise ConfigError(f"`group_offset` must be >= 0, got {group_offset!r}")
+        episodes = [self._start(task, group_offset + g, k, base, run) for g, task in enumerate(tasks)
                     for k in range(self.config.group_size)]
         released: set[int] = set()
 

@@ -69,6 +69,9 @@ class Trajectory:
     """Prompt tokens the sampler served from its cache over the whole episode."""
     sampled_tokens: int = 0
     """Tokens the model sampled (equals ``sum(loss_mask)`` unless turns were cut)."""
+    policy_version: int | None = None
+    """The trainer step whose weights sampled this episode (set by the trainer's rollout
+    producers; ``None`` outside training). Staleness at train time is step - version."""
 
     @property
     def trainable_tokens(self) -> int:

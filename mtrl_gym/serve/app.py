@@ -13,6 +13,8 @@ unmodified OpenAI client records into a session by its base URL alone; the heade
 ``GET  /sessions/<id>``                its record: segments as trajectories, reward, state
 ``POST /sessions/<id>/reward``         ``{"reward": float, "metrics": {...}}``
 ``DELETE /sessions/<id>``              forget it
+``POST /admin/reload``                 ``{"adapter_path": folder, "version"?: int}``: new LoRA weights
+                                       between sampler calls (the trainer's ``OpenAISampler(reload_dir=)``)
 =====================================  ==============================================
 
 Every error is an OpenAI-shaped JSON body with a 4xx status (a sampler failure is a 500):
@@ -139,6 +141,11 @@ def create_app(service: PolicyService):
     @app.post("/sessions/{sid}/reward")
     async def reward(request: Request, sid: str):
         return service.report_reward(sid, parse_json_body(await request.body()))
+
+    @app.post("/admin/reload")
+    async def reload(request: Request):  # the weights change off the event loop: sampling pauses for it
+        body = parse_json_body(await request.body())
+        return await asyncio.get_running_loop().run_in_executor(None, service.reload_policy, body)
 
     @app.delete("/sessions/{sid}")
     async def delete_session(sid: str):

@@ -133,6 +133,8 @@ class PolicyService:
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._vocab = len(tokenizer)
+        self.policy_version: int | None = None
+        """Version of the last :meth:`reload_policy` (None: the weights it started with)."""
         self.worker = SamplerWorker(sampler, live=self.live_sessions, gather_s=self.config.gather_s,
                                     max_batch_size=self.config.max_batch_size)
 
@@ -416,8 +418,58 @@ class PolicyService:
             pending.done = True
             self._release(session)
 
+    def reload_policy(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Load new weights between sampler calls: ``{"adapter_path": folder, "version": n}``.
+
+        The worker finishes the batch in flight and takes no other until the weights are in
+        (requests arriving meanwhile get 503 and are retried by clients). An HF sampler over
+        a peft model gets the folder's LoRA tensors copied into its adapter; any other
+        sampler gets ``update_policy(adapter_path=...)`` (vLLM with ``sync="lora"``).
+        """
+        path, version = body.get("adapter_path"), body.get("version")
+        if not isinstance(path, str) or not path:
+            raise ApiError(f"`adapter_path` must be a LoRA adapter folder, got {path!r}", param="adapter_path")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise ApiError(f"`version` must be an integer or null, got {version!r}", param="version")
+        self.worker.pause()
+        try:
+            model = getattr(self.sampler, "model", None)
+            if model is not None and hasattr(model, "peft_config"):
+                _load_adapter_tensors(model, path)
+                self.sampler.update_policy(model, version=version)
+            else:
+                self.sampler.update_policy(adapter_path=path, version=version)
+        except ApiError:
+            raise
+        except Exception as e:  # noqa: BLE001 - reported to the client, the server keeps its weights
+            raise ApiError(f"reloading {path!r} failed: {type(e).__name__}: {e}", status=500,
+                           code="reload_failed") from None
+        finally:
+            self.worker.resume()
+        self.policy_version = version
+        return {"adapter_path": path, "version": version}
+
     def close(self) -> None:
         self.worker.close()
+
+
+def _load_adapter_tensors(model: Any, folder: str) -> None:
+    """Copy the LoRA tensors of a peft adapter folder into ``model``'s (same rank and modules)."""
+    import os
+
+    from peft import set_peft_model_state_dict
+
+    file = os.path.join(folder, "adapter_model.safetensors")
+    if not os.path.isfile(file):
+        raise ApiError(f"{folder!r} has no adapter_model.safetensors (save it with peft's save_pretrained)",
+                       param="adapter_path")
+    from safetensors.torch import load_file
+
+    result = set_peft_model_state_dict(model, load_file(file))
+    unexpected = list(getattr(result, "unexpected_keys", None) or [])
+    if unexpected:
+        raise ApiError(f"the adapter in {folder!r} does not fit the served model: unexpected tensors "
+                       f"{unexpected[:3]}", param="adapter_path")
 
 
 def _sampler_session(session: Session, seg: Segment) -> str:

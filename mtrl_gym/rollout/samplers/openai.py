@@ -59,13 +59,18 @@ class OpenAISampler(Sampler):
         backoff_s: first retry delay; doubles each retry, with up to 25% random jitter.
         max_concurrency: most requests in flight at once.
         extra_body: more JSON fields for every request (e.g. ``{"min_p": 0.05}``).
+        reload_dir: a folder the server can read too (the same machine or a shared file
+            system). With it, :meth:`update_policy` saves the trainer's LoRA adapter there
+            (``v000012/``) and asks the server to load it (``POST /admin/reload``, which
+            ``mtrl-gym serve`` has). Without it the endpoint's weights are left alone.
     """
 
     name = "openai"
 
     def __init__(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                  timeout_s: float = 120.0, max_retries: int = 3, backoff_s: float = 0.5,
-                 max_concurrency: int = 32, extra_body: dict[str, Any] | None = None):
+                 max_concurrency: int = 32, extra_body: dict[str, Any] | None = None,
+                 reload_dir: str | None = None):
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"`base_url` must start with http:// or https://, got {base_url!r}")
         if timeout_s <= 0:
@@ -83,6 +88,7 @@ class OpenAISampler(Sampler):
         self.backoff_s = float(backoff_s)
         self.max_concurrency = int(max_concurrency)
         self.extra_body = dict(extra_body or {})
+        self.reload_dir = reload_dir
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._jitter = random.Random()
@@ -97,6 +103,24 @@ class OpenAISampler(Sampler):
         pool = self._executor()
         futures = [pool.submit(self._sample_one, req, model) for req in requests]
         return [f.result() for f in futures]
+
+    def update_policy(self, model=None, *, adapter_path: str | None = None, version: int | None = None) -> None:
+        """Have the server load the new policy (needs ``reload_dir``, or an ``adapter_path`` it can read).
+
+        ``model`` (a peft model) is saved under ``reload_dir`` first. The server pauses its
+        sampling, loads the adapter and answers; later requests use the new weights.
+        """
+        if adapter_path is None:
+            if self.reload_dir is None or model is None:
+                return
+            if not hasattr(model, "peft_config"):
+                raise ConfigError("OpenAISampler(reload_dir=...) pushes LoRA adapters: the trained model has none "
+                                  "(full_finetune); reload a full checkpoint on the server instead")
+            folder = os.path.join(os.path.abspath(self.reload_dir), f"v{int(version or 0):06d}")
+            model.save_pretrained(folder)
+            adapter_path = folder
+        body = {"adapter_path": str(adapter_path), "version": version}
+        self._with_retries(lambda: self._http("POST", "/admin/reload", body, root=self.api_root[:-len("/v1")]))
 
     def close(self) -> None:
         with self._lock:
@@ -164,8 +188,8 @@ class OpenAISampler(Sampler):
                 delay *= 2
         raise AssertionError("unreachable")
 
-    def _http(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        url = self.api_root + path
+    def _http(self, method: str, path: str, body: dict[str, Any] | None, root: str | None = None) -> dict[str, Any]:
+        url = (self.api_root if root is None else root) + path
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"

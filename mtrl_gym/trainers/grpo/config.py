@@ -41,9 +41,10 @@ from mtrl_gym.trainers.grpo.config_io import (_yaml, coerce, parse_override, pre
 
 __all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
            "parse_override", "SAMPLERS", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
-           "TRACKERS", "AGENT_SEGMENTS"]
+           "TRACKERS", "AGENT_SEGMENTS", "ROLLOUT_BACKENDS"]
 
 SAMPLERS = ("hf", "vllm", "openai")
+ROLLOUT_BACKENDS = ("local", "ray")
 PACKING_MODES = ("auto", "shared_prefix", "padding_free", "sorted")
 OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
 LR_SCHEDULES = ("constant", "cosine", "linear")
@@ -270,6 +271,27 @@ class GRPOConfig:
     val_temperature: float = 0.0
     """Sampling temperature of validation; 0 is greedy."""
 
+    # ------------------------------------------------------------------ scaling out (docs/scaling.md)
+    async_rollouts: bool = False
+    """Sample the next batches in a background thread while the trainer updates: every
+    trajectory is tagged with the policy version (trainer step) that sampled it, the sampler
+    reads a copy of the policy that gets the new weights between batches, and the
+    ``tis_cap`` correction weighs its tokens. Metrics ``async/*`` in metrics.jsonl."""
+    max_staleness: int = 1
+    """With ``async_rollouts``: how many versions a batch may lag the policy it trains (the
+    producer starts batch ``s`` only once version ``s - max_staleness`` exists; older ones
+    are dropped and counted). 0 gives exactly the synchronous run."""
+    rollout_backend: str = "local"
+    """``local`` (the rollout engine in this process) or ``ray`` (``ray_workers`` actors, each
+    with its own envs and sampler; needs ``pip install "mtrl-gym[ray]"``)."""
+    ray_address: str | None = None
+    """Ray cluster to join (``auto``, ``ray://host:10001``); None starts a local one."""
+    ray_workers: int = 2
+    """Rollout actors of the ``ray`` backend; each plays a contiguous share of the batch's groups."""
+    ray_worker_retries: int = 0
+    """Episodes of a worker that dies: 0 makes them failed trajectories (minimum reward),
+    1 plays them again once on a fresh worker (the step waits for it)."""
+
     # ------------------------------------------------------------------ tracking and checkpoints
     tracker: str = "mlflow"
     """``mlflow`` (local store by default, no server) or ``none``. metrics.jsonl is always written."""
@@ -297,6 +319,24 @@ class GRPOConfig:
         self._check_optimiser()
         self._check_objective()
         self._check_logging()
+        self._check_scale()
+
+    def _check_scale(self) -> None:
+        if not isinstance(self.async_rollouts, bool):
+            raise ConfigError(f"`async_rollouts` must be true or false, got {self.async_rollouts!r}")
+        _at_least(self, "max_staleness", 0)
+        _one_of(self, "rollout_backend", ROLLOUT_BACKENDS)
+        _at_least(self, "ray_workers", 1)
+        if self.ray_worker_retries not in (0, 1) or isinstance(self.ray_worker_retries, bool):
+            raise ConfigError(f"`ray_worker_retries` must be 0 (failed trajectories) or 1 (retry once), "
+                              f"got {self.ray_worker_retries!r}")
+        if self.ray_address is not None and (not isinstance(self.ray_address, str) or not self.ray_address):
+            raise ConfigError(f"`ray_address` must be a cluster address such as 'auto' or None, got {self.ray_address!r}")
+        if self.rollout_backend == "ray" and (self.sampler == "vllm" or self.agent is not None):
+            what = "sampler 'vllm'" if self.sampler == "vllm" else "`agent`"
+            raise ConfigError(f"`rollout_backend` 'ray' cannot be combined with {what}: Ray workers sample with "
+                              "'hf' (a model copy each) or 'openai' (e.g. a `vllm serve` endpoint: "
+                              "sampler=openai, sampler_kwargs={base_url: ...}); see docs/scaling.md")
 
     def _check_run(self) -> None:
         _at_least(self, "max_episode_tokens", 2)

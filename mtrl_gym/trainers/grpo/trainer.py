@@ -9,8 +9,14 @@ One step of :class:`GRPOTrainer` reads top to bottom in :meth:`GRPOTrainer.train
    (:mod:`~mtrl_gym.trainers.grpo.credit`), zero-variance groups counted (and dropped);
 3. **update**: micro-batched forward/backward with the configured loss, gradient clipping,
    AdamW step(s) (:mod:`~mtrl_gym.trainers.grpo.update`);
-4. **sync**: the sampler gets the new policy (HF: drop stale KV caches; vLLM: new weights);
+4. **sync**: the sampler gets the new policy (HF: drop stale KV caches; vLLM: new weights;
+   Ray workers: the new trainable tensors);
 5. **logging**: metrics to ``metrics.jsonl`` and the tracker, a sample of trajectories.
+
+With ``async_rollouts`` step 1 takes a batch a background producer sampled ahead, with
+weights at most ``max_staleness`` steps old (:mod:`mtrl_gym.trainers.async_rollouts`);
+with ``rollout_backend: ray`` the episodes are played by Ray actors
+(:mod:`mtrl_gym.trainers.ray_workers`). Both are described in docs/scaling.md.
 
 :meth:`GRPOTrainer.train` runs steps until ``max_steps``/``max_epochs``, validates every
 ``val_every`` steps on held-out tasks, checkpoints every ``save_every`` steps, and on
@@ -28,9 +34,10 @@ import math
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ import torch
 
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.agent_source import make_agent_source
+from mtrl_gym.trainers.async_rollouts import PolicyShadow, RolloutProducer, fresh_groups
 from mtrl_gym.trainers.grpo import checkpoint as ckpt
 from mtrl_gym.trainers.grpo.batching import resolve_packing
 from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -135,11 +143,23 @@ class GRPOTrainer:
         self.schedule = LRSchedule(config.learning_rate, config.lr_schedule,
                                    total_steps=self.total_steps * config.updates_per_step,
                                    warmup_steps=config.warmup_steps, min_ratio=config.min_lr_ratio)
+        # Async rollouts sample a frozen copy of the policy, refreshed between batches.
+        self._shadow = PolicyShadow(self.policy) if config.async_rollouts else None
+        self._producer: RolloutProducer | None = None
+        self.update_intervals: list[tuple[float, float]] = []
+        """``time.monotonic()`` start and end of every update, and of the rollout of every batch
+        trained on (``rollout_intervals``): how much sampling and training overlap."""
+        self.rollout_intervals: list[tuple[float, float]] = []
         self.sampler = sampler if sampler is not None else make_sampler(
-            config.sampler, policy=self.policy, tokenizer=tokenizer, model_name=config.model, seed=config.seed,
-            **config.sampler_kwargs)
+            config.sampler, policy=self._shadow.model if self._shadow is not None else self.policy,
+            tokenizer=tokenizer, model_name=config.model, seed=config.seed, **config.sampler_kwargs)
         source = make_agent_source if config.agent else make_rollout_engine  # your own agent, or ours
-        self.train_engine = source(config, self.sampler, tokenizer, env=env)
+        if config.rollout_backend == "ray":  # training episodes on Ray actors; validation stays here
+            from mtrl_gym.trainers.ray_workers import RayRolloutEngine
+
+            self.train_engine = RayRolloutEngine(config, self.policy, tokenizer, env=env)
+        else:
+            self.train_engine = source(config, self.sampler, tokenizer, env=env)
         self.val_engine = source(config, self.sampler, tokenizer, validation=True, env=env) \
             if config.val_every and self.val_tasks != [] else None
         self.settings = self._update_settings()
@@ -190,9 +210,10 @@ class GRPOTrainer:
         c = self.config
         autocast_dtype = resolve_autocast(c.autocast_dtype, self.device)
         old = c.old_logprobs
-        if old == "auto":
-            old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0) \
-                else "recompute"
+        if old == "auto":  # stale async batches were sampled by older weights: recompute
+            stale = c.async_rollouts and c.max_staleness > 0
+            old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0
+                                and not stale) else "recompute"
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
         return UpdateSettings.from_config(c, old_logprobs=old, packing=packing,
@@ -229,6 +250,7 @@ class GRPOTrainer:
         finally:
             restore_sigterm()
             progress.close()
+            self._stop_producer()  # batches drawn ahead are discarded
             summary = self._finish(status)
         return summary
 
@@ -236,11 +258,13 @@ class GRPOTrainer:
         """One GRPO step (rollout, advantages, update, sync, logging); returns its metrics."""
         c = self.config
         timer = PhaseTimer()
-        self._step_start = {"data": self.tasks.state_dict(), "rng": ckpt.capture_rng()}
+        self._step_start = None if c.async_rollouts else {"data": self.tasks.state_dict(), "rng": ckpt.capture_rng()}
         with timer("step"):
-            tasks = self.tasks.next_batch()
             with timer("rollout"):
-                trajectories = self.train_engine.collect(tasks, seed=_seed_for(c.seed, 1, self.step))
+                if c.async_rollouts:
+                    trajectories, async_metrics = self._take_async_batch()
+                else:
+                    trajectories, async_metrics = self._collect(self.tasks.next_batch(), self.step)
             with timer("advantages"):
                 actions = [trajectory_actions(t) for t in trajectories]
                 penalties = diversity_penalties(actions, c.group_size, coef_group=c.repeat_penalty,
@@ -252,13 +276,22 @@ class GRPOTrainer:
                                             drop_zero_variance_groups=c.drop_zero_variance_groups,
                                             train_on_failed=c.train_on_failed)
             with timer("update"), self._hold_interrupts():
+                started = time.monotonic()
                 update = policy_update(self.policy, self.optimizer, self.schedule, sequences, self.settings,
                                        step=self.step, reference=self._reference, device=self.device)
+                self.update_intervals.append((started, time.monotonic()))
                 self.step += 1
                 self._step_start = None
                 with timer("sync"):
-                    self.sampler.update_policy(self.policy, version=self.step)
+                    if self._producer is not None:
+                        self._producer.publish(self.policy, self.step)
+                    else:
+                        self._push_policy(self.policy, self.step)
         metrics = self._step_metrics(trajectories, adv.metrics(), update, timer, len(sequences))
+        metrics.update(async_metrics)
+        if "async/sample_s" in async_metrics and async_metrics["async/sample_s"] > 0:
+            metrics["throughput/sampled_tokens_per_s"] = \
+                metrics["rollout/tokens_sampled"] / async_metrics["async/sample_s"]
         if penalties is not None:
             metrics["diversity/penalty_mean"] = float(np.mean(penalties))
         action, share = top_action(actions)
@@ -272,12 +305,79 @@ class GRPOTrainer:
                                    f"step_{self.step:06d}")
         return metrics
 
+    # ------------------------------------------------------------------ rollouts: in step, or ahead
+
+    def _collect(self, tasks: Sequence[Any], step: int) -> tuple[list[Trajectory], dict[str, float]]:
+        """Play one step's batch; ``(trajectories, the engine's own metrics)``."""
+        started = time.monotonic()
+        trajectories = self.train_engine.collect(tasks, seed=_seed_for(self.config.seed, 1, step))
+        if self._producer is None:
+            self.rollout_intervals.append((started, time.monotonic()))
+        return trajectories, dict(getattr(self.train_engine, "last_metrics", None) or {})
+
+    def _push_policy(self, model: Any, version: int) -> None:
+        """Hand new weights to the sampler and, with the Ray backend, to every rollout worker."""
+        self.sampler.update_policy(model, version=version)
+        push = getattr(self.train_engine, "update_policy", None)
+        if push is not None:
+            push(model, version=version)
+
+    def _next_tasks(self) -> tuple[list[Any], dict[str, Any]]:
+        tasks = self.tasks.next_batch()
+        return tasks, self.tasks.state_dict()
+
+    def _async_producer(self) -> RolloutProducer:
+        """The rollout producer (made on first use, at the current step, with the current weights)."""
+        if self._producer is None:
+            c = self.config
+            self._consumed_data = self.tasks.state_dict()
+            self._producer = RolloutProducer(
+                self._collect, self._next_tasks, shadow=self._shadow, push=self._push_policy,
+                max_staleness=c.max_staleness, start_step=self.step, last_step=self.total_steps - 1)
+            self._producer.publish(self.policy, self.step)
+        return self._producer
+
+    def _take_async_batch(self) -> tuple[list[Trajectory], dict[str, float]]:
+        """The producer's next batch, its groups older than ``max_staleness`` dropped (and counted)."""
+        c = self.config
+        producer = self._async_producer()
+        producer.start()
+        dropped, waited = 0, 0.0
+        while True:
+            batch, wait_s, depth = producer.take(self.step)
+            waited += wait_s
+            self._consumed_data = batch.data_state
+            self.rollout_intervals.append((batch.started, batch.ended))
+            kept, lost, ages = fresh_groups(batch.trajectories, step=self.step, group_size=c.group_size,
+                                            max_staleness=c.max_staleness)
+            dropped += lost
+            if kept:
+                break
+            producer.allow_one_more()  # a whole batch was too old: the step trains on the next one
+        metrics = {"async/policy_version": float(batch.version), "async/staleness_mean": float(np.mean(ages)),
+                   "async/staleness_max": float(max(ages)), "async/dropped": float(dropped),
+                   "async/queue_depth": float(depth), "async/trainer_wait_s": waited,
+                   "async/sampler_idle_s": batch.idle_s, "async/sample_s": batch.sample_s}
+        metrics.update(batch.engine_metrics)
+        return kept, metrics
+
+    def _stop_producer(self) -> None:
+        """Stop the producer; the task stream goes back to the last batch trained on (drawn-ahead
+        batches are discarded, so a later step or checkpoint continues exactly from there)."""
+        if self._producer is not None:
+            self._producer.close()
+            self.tasks.load_state_dict(self._consumed_data)
+            self._producer = None
+
+    def _rollouts_paused(self):
+        return self._async_producer().paused() if self.config.async_rollouts else nullcontext()
+
     def validate(self) -> dict[str, float]:
         """Play the validation tasks with the current policy; logs and returns ``val/...`` metrics."""
         if self.val_engine is None or not self.val_tasks:
             return {}
         timer = PhaseTimer()
-        with timer("validation"):
+        with timer("validation"), self._rollouts_paused():
             trajectories = self.val_engine.collect(self.val_tasks, seed=_seed_for(self.config.seed, 2))
         metrics = rollout_metrics(trajectories, self.config.val_group_size, prefix="val/")
         metrics["time/validation_s"] = timer.seconds["validation"]
@@ -310,7 +410,8 @@ class GRPOTrainer:
     # ------------------------------------------------------------------ checkpoints
 
     def _state(self) -> dict[str, Any]:
-        return {"schedule": self.schedule.state_dict(), "data": self.tasks.state_dict(), "rng": ckpt.capture_rng(),
+        data = self._consumed_data if self._producer is not None else self.tasks.state_dict()
+        return {"schedule": self.schedule.state_dict(), "data": data, "rng": ckpt.capture_rng(),
                 "totals": self.totals.state_dict(), "last_val_step": self.last_val_step,
                 "tracker_run_id": self.recorder.tracker.run_id}
 
@@ -332,7 +433,7 @@ class GRPOTrainer:
         self.last_saved_step = self.step
         self._tracker_run_id = state.get("tracker_run_id")
         ckpt.restore_rng(state["rng"])
-        self.sampler.update_policy(self.policy, version=self.step)
+        self._push_policy(self.policy, self.step)
         self.resumed_from = state["path"]
 
     def _save_after_interrupt(self) -> str:
@@ -407,7 +508,8 @@ class GRPOTrainer:
         return summary
 
     def close(self) -> None:
-        """Release the sampler and the environments."""
+        """Release the rollout producer, the sampler, the environments and the Ray workers."""
+        self._stop_producer()
         self.train_engine.close()
         if self.val_engine is not None:
             self.val_engine.close()
