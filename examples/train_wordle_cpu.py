@@ -11,7 +11,7 @@ already in ``--out`` (so an interrupted run continues):
    plays the training words through the rollout engine, in the exact serving format
    (system prompt without tool schemas, format prefill, stop at ``"``).
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
-   tokens only), for ``--sft-minutes``.
+   tokens only), for ``--sft-steps`` steps of 8 games (``--sft-minutes`` caps the time).
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **Evaluations** on the held-out validation words, same words, reset seeds and
@@ -43,18 +43,19 @@ from mtrl_gym.trainers.sft.trainer import SFTTrainer
 from mtrl_gym.wrappers import SystemPrompt
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/wordle-cpu", help="output folder (default: runs/wordle-cpu)")
     p.add_argument("--short", action="store_true",
-                   help="the small version: 3 min SFT, 2 GRPO steps of 2 x 4 episodes, 8 held-out words")
-    p.add_argument("--demos", type=int, default=640, help="teacher games (training words, cycled; default 640)")
+                   help="the small version: 3 min SFT, 2 GRPO steps of 2 x 4 episodes, 8 held-out words, "
+                        "no base-model dictionary column")
+    p.add_argument("--demos", type=int, default=960, help="teacher games (training words, cycled; default 960)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
-    p.add_argument("--sft-minutes", type=float, default=13.0, help="SFT time budget (default: 13)")
-    p.add_argument("--sft-steps", type=int, default=80, help="SFT steps (the schedule's length; default: 80)")
-    p.add_argument("--grpo-steps", type=int, default=None, help="GRPO steps (default: the preset's)")
+    p.add_argument("--sft-minutes", type=float, default=45.0, help="SFT time cap (default: 45)")
+    p.add_argument("--sft-steps", type=int, default=120, help="SFT steps of 8 games (the schedule's length; default: 120)")
+    p.add_argument("--grpo-steps", type=int, default=6, help="GRPO steps of 6 x 6 episodes (default: 6)")
     p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated (max 128)")
     p.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
     p.add_argument("--no-dictionary", dest="dictionary", action="store_false",
@@ -62,10 +63,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tracker", default="none", choices=["none", "mlflow"], help="MLflow logging (default: none)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.short:
         args.demos, args.sft_minutes, args.sft_steps, args.eval_tasks = 160, 3.0, 18, min(args.eval_tasks, 8)
-        args.grpo_steps = args.grpo_steps or 2
+        args.grpo_steps = 2
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args
 
@@ -185,7 +186,7 @@ def main() -> None:
         runs.insert(0, ("base", None, False))
     if args.dictionary:  # dictionary decoding: its own policy, beside (never mixed with) the plain model
         runs += [("SFT + GRPO, dictionary", str(grpo_adapter), True)]
-        if not args.skip_base:
+        if not (args.skip_base or args.short):
             runs += [("base, dictionary", None, True)]
     for name, adapter, constrained in runs:
         slug = name.lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-")
