@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "ToolCall", "ParseResult", "ToolCallParser", "parse_tool_calls", "find_tag_blocks",
+    "ToolCall", "ParseResult", "ToolCallParser", "parse_tool_calls", "find_tag_blocks", "format_tool_call",
     "FORMATS", "MAX_PARSE_CHARS", "MAX_CALLS", "JSON_SCAN_BUDGET", "LITERAL_BUDGET",
 ]
 
@@ -255,6 +255,21 @@ class ToolCallParser:
             errors.append(f"only the first {MAX_CALLS} of {len(found)} tool calls were read")
             del found[MAX_CALLS:]
         return ParseResult(calls=_to_calls(found), errors=tuple(errors), truncated=truncated)
+
+
+def format_tool_call(name: str, arguments: Any) -> str:
+    """The canonical Hermes text of one call, the format every env parses first (the text a
+    well-behaved model writes; scripted policies and the test corpus write it too).
+
+    ``arguments`` is written as given (a mapping as its JSON object; any other value as
+    JSON too, which the env then reports as bad arguments).
+
+    >>> format_tool_call("guess_word", {"guess": "crane"})
+    '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>'
+    """
+    if isinstance(arguments, Mapping) and not isinstance(arguments, dict):
+        arguments = dict(arguments)
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
 def _to_calls(found: list[tuple]) -> tuple[ToolCall, ...]:

@@ -21,8 +21,6 @@ engine's, with the token fields left empty.
 
 from __future__ import annotations
 
-import json
-import string
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from mtrl_gym.envs.random_policy import RandomToolPolicy
 from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.template import env_reply_messages
 from mtrl_gym.rollout.metrics import episode_metrics
@@ -42,52 +41,6 @@ POLICY_MAX_TURNS = 64
 #: Per-episode metrics about tokens, which policy episodes do not have.
 TOKEN_METRICS = frozenset({"prompt_tokens", "sampled_tokens", "env_tokens", "total_tokens", "prefill_tokens",
                            "cached_tokens", "cut_turns"})
-
-
-def _tool_call(name: str, arguments: Mapping[str, Any]) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}) + "</tool_call>"
-
-
-class RandomToolPolicy:
-    """A random call of a random tool of ``info["tools"]`` (random text when there are none)."""
-
-    def __init__(self) -> None:
-        self._tools: list[dict[str, Any]] = []
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
-        self._tools = [t.get("function", t) for t in info.get("tools") or [] if isinstance(t, Mapping)]
-        self._rng = rng
-
-    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
-        if not self._tools:
-            return self._word()
-        fn = self._tools[int(self._rng.integers(len(self._tools)))]
-        props = (fn.get("parameters") or {}).get("properties") or {}
-        return _tool_call(str(fn.get("name", "")), {k: self._value(v) for k, v in props.items()})
-
-    def _word(self) -> str:
-        letters = string.ascii_lowercase
-        return "".join(letters[int(i)] for i in self._rng.integers(len(letters), size=int(self._rng.integers(1, 9))))
-
-    def _value(self, schema: Any) -> Any:
-        schema = schema if isinstance(schema, Mapping) else {}
-        if schema.get("enum"):
-            return schema["enum"][int(self._rng.integers(len(schema["enum"])))]
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            kind = kind[0] if kind else None
-        if kind == "integer":
-            return int(self._rng.integers(0, 101))
-        if kind == "number":
-            return round(float(self._rng.uniform(0, 100)), 2)
-        if kind == "boolean":
-            return bool(self._rng.integers(2))
-        if kind == "array":
-            return [self._value(schema.get("items"))] if self._rng.integers(2) else []
-        if kind == "object":
-            return {k: self._value(v) for k, v in (schema.get("properties") or {}).items()}
-        return self._word()
 
 
 def make_policy(name: str, env: gymnasium.Env):

@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.parsing import format_tool_call
 from mtrl_gym.testing.check import (
     CheckReport,
     CheckResult,
@@ -167,8 +168,7 @@ def _step_all(env: Any, actions: Mapping[str, str]) -> tuple[Any, ...]:
 def _placeholder_calls(tools: Sequence[Any]) -> list[str]:
     from mtrl_gym.testing.corpus import tool_names, tool_params
 
-    return ["<tool_call>" + json.dumps({"name": name, "arguments": {p: "hello" for p in tool_params(t)}})
-            + "</tool_call>" for t in tools for name in tool_names([t])]
+    return [format_tool_call(name, {p: "hello" for p in tool_params(t)}) for t in tools for name in tool_names([t])]
 
 
 def _lead_in(env: Any, seed: int, seat: str) -> list[dict[str, str]] | None:

@@ -16,21 +16,18 @@ same protocol as the single-agent reference policies of the evaluation.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from mtrl_gym.envs.random_policy import RandomToolPolicy
 from mtrl_gym.envs.wordle.profile import RandomWordPolicy  # the single-agent env's random player
 from mtrl_gym.error import ConfigError
+from mtrl_gym.parsing import format_tool_call
 
 __all__ = ["DuelSolverPolicy", "RandomWordPolicy", "ScriptedCustomer", "RandomCustomer", "CallOraclePolicy",
            "RandomCallPolicy", "reference_policy", "policy_names", "play_game"]
-
-
-def _call(name: str, arguments: Mapping[str, Any]) -> str:
-    return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}) + "</tool_call>"
 
 
 class DuelSolverPolicy:
@@ -53,7 +50,7 @@ class DuelSolverPolicy:
                 self.history.append((info["guess"], list(info["feedback"])))
             if info.get("opponent_guess") and info.get("opponent_feedback") is not None:
                 self.history.append((info["opponent_guess"], list(info["opponent_feedback"])))
-        return _call("guess_word", {"guess": self.solver.next_guess(self.history)})
+        return format_tool_call("guess_word", {"guess": self.solver.next_guess(self.history)})
 
 
 class ScriptedCustomer:
@@ -114,39 +111,18 @@ class CallOraclePolicy:
                                                       "difficulty": task["difficulty"]}}, transcript=transcript)
         except OracleError:
             pass
-        self._actions = [_call("ask_customer", {"question": self.QUESTION})] + [a for a, _ in transcript[1:]]
+        self._actions = [format_tool_call("ask_customer", {"question": self.QUESTION})] + [a for a, _ in transcript[1:]]
 
     def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
         return self._actions.pop(0) if self._actions else ""
 
 
-class RandomCallPolicy:
-    """The agent seat's floor: a random tool of ``info["tools"]`` with arguments of the right types."""
+class RandomCallPolicy(RandomToolPolicy):
+    """The agent seat's floor: a random tool of ``info["tools"]`` with arguments of the right
+    types (the evaluation's generic ``random``); an empty message when the seat has no tools."""
 
-    def __init__(self) -> None:
-        self._tools: list[dict[str, Any]] = []
-        self._rng = np.random.default_rng(0)
-
-    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
-        self._tools = [t.get("function", t) for t in info.get("tools") or [] if isinstance(t, Mapping)]
-        self._rng = rng
-
-    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
-        if not self._tools:
-            return ""
-        fn = self._tools[int(self._rng.integers(len(self._tools)))]
-        props = (fn.get("parameters") or {}).get("properties") or {}
-        return _call(str(fn.get("name", "")), {k: self._value(v) for k, v in props.items()})
-
-    def _value(self, schema: Mapping[str, Any]) -> Any:
-        if schema.get("enum"):
-            return schema["enum"][int(self._rng.integers(len(schema["enum"])))]
-        kind = schema.get("type")
-        if kind == "integer":
-            return int(self._rng.integers(0, 101))
-        if kind == "object":
-            return {}
-        return "".join("abcdefghij"[int(i)] for i in self._rng.integers(10, size=6))
+    def no_tools(self) -> str:
+        return ""
 
 
 #: game class name -> seat -> policy name -> factory(game).

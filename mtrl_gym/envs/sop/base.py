@@ -37,6 +37,7 @@ from mtrl_gym.envs.sop.grading import Field, GradeResult, check_expected, grade
 from mtrl_gym.envs.sop.manual import complete_manual
 from mtrl_gym.envs.sop.parts import package_parts
 from mtrl_gym.error import ConfigError, Error, InvalidTask
+from mtrl_gym.parsing import format_tool_call
 
 __all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "SPLITS", "NOISE_LEVELS", "OracleError", "render_task", "parse_task_inputs",
            "play_oracle", "canonical"]
@@ -601,7 +602,7 @@ def play_oracle(env: Any, *, seed: int | None = None, options: Mapping[str, Any]
 
     def call(name: str, arguments: dict[str, Any]) -> Any:
         nonlocal steps
-        text = "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+        text = format_tool_call(name, arguments)
         obs, _, terminated, truncated, info = env.step(text)
         log.append((text, obs))
         steps += 1
@@ -619,7 +620,7 @@ def play_oracle(env: Any, *, seed: int | None = None, options: Mapping[str, Any]
 
     answer = sop_env.domain.oracle(inputs, call)
     submit = sop_env.final_answer.tool or "submit"
-    text = "<tool_call>" + json.dumps({"name": submit, "arguments": {"answer": answer}}) + "</tool_call>"
+    text = format_tool_call(submit, {"answer": answer})
     obs, reward, terminated, truncated, info = env.step(text)
     log.append((text, obs))
     if not terminated:

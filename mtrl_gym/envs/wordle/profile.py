@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +28,7 @@ import numpy as np
 
 from mtrl_gym.envs.profile import EnvProfile
 from mtrl_gym.envs.wordle.game import allowed_guesses, answers
+from mtrl_gym.envs.wordle.solver import format_guess
 from mtrl_gym.envs.wordle.turn_facts import wordle_turn_facts
 from mtrl_gym.error import ConfigError
 
@@ -92,10 +92,6 @@ def _all_split(n: int | None, seed: int | None, **options: Any) -> list[dict]:
     return rows[:n] if n else rows
 
 
-def _tool_call(word: str) -> str:
-    return "<tool_call>" + json.dumps({"name": "guess_word", "arguments": {"guess": word}}) + "</tool_call>"
-
-
 class SolverPolicyAdapter:
     """The entropy solver (hard-mode aware) as a text policy."""
 
@@ -122,7 +118,7 @@ class RandomWordPolicy:
         self._rng = rng
 
     def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
-        return _tool_call(self._words[int(self._rng.integers(len(self._words)))])
+        return format_guess(self._words[int(self._rng.integers(len(self._words)))])
 
 
 def _teacher(env, **options):

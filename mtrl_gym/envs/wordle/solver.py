@@ -15,13 +15,13 @@ guesses a candidate. Decisions are memoised per history, so playing many games i
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 
 import numpy as np
 
 from mtrl_gym.envs.wordle import game
 from mtrl_gym.envs.wordle.game import COLOR_NAMES, MAX_GUESSES
+from mtrl_gym.parsing import format_tool_call
 
 __all__ = ["WordleSolver", "SolverPolicy", "format_guess", "opening_entropy", "max_opening_entropy", "feedback_entropies"]
 
@@ -30,7 +30,7 @@ _N_PATTERNS = 243
 
 def format_guess(word: str) -> str:
     """The canonical tool-call text for a guess (what a well-behaved model writes)."""
-    return '<tool_call>' + json.dumps({"name": "guess_word", "arguments": {"guess": word}}) + '</tool_call>'
+    return format_tool_call("guess_word", {"guess": word})
 
 
 def _as_codes(fb: Sequence) -> int:
