@@ -146,11 +146,17 @@ def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
     action vocabulary followed by the run's first stop string."""
     from mtrl_gym.rollout.constraint import CompletionConstraint
 
-    vocabulary = profile_of(env_id.removeprefix("mtrl_gym:")).action_vocabulary
+    vocabulary = _action_vocabulary(env_id.removeprefix("mtrl_gym:"), spec)
+    return CompletionConstraint.from_texts((w + spec.stop[0] for w in vocabulary()), tokenizer, name="vocabulary")
+
+
+def _action_vocabulary(env_id: str, spec: RunSpec):
+    """The env's ``action_vocabulary`` function; ConfigError for a constrained run without one."""
+    vocabulary = profile_of(env_id).action_vocabulary
     if vocabulary is None:
         raise ConfigError(f"run {spec.name!r}: {env_id} declares no action vocabulary "
                           "(EnvProfile.action_vocabulary), so it cannot be played with constrained decoding")
-    return CompletionConstraint.from_texts((w + spec.stop[0] for w in vocabulary()), tokenizer, name="vocabulary")
+    return vocabulary
 
 
 def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, pool: ModelPool,
@@ -263,9 +269,8 @@ def _preflight(env_id: str, runs: Sequence[RunSpec], tasks, config: EvalConfig, 
             resolve_system_prompt(spec.system_prompt)
             if spec.kind == "policy":
                 make_policy(spec.policy, probe)
-            if spec.constrained and profile_of(probe).action_vocabulary is None:
-                raise ConfigError(f"run {spec.name!r}: {env_id} declares no action vocabulary "
-                                  "(EnvProfile.action_vocabulary), so it cannot be played with constrained decoding")
+            if spec.constrained:
+                _action_vocabulary(env_id.removeprefix("mtrl_gym:"), spec)
         for spec in runs:
             pool.preflight(spec)
     finally:

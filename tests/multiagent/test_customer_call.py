@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +13,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from mtrl_gym.envs.multiagent import policies  # noqa: E402
+from cross_process import game_digests  # noqa: E402
 from mtrl_gym.envs.multiagent.customer_call import (FACTS, REPEAT_PENALTY, customer_reply,  # noqa: E402
                                                     parallel_env, question_topics)
 from mtrl_gym.error import ConfigError  # noqa: E402
@@ -180,25 +178,5 @@ def test_the_facts_are_the_worlds_inputs():
     assert env.game.facts == {k: str(world["inputs"][k]) for k in FACTS}
 
 
-_SCRIPT = """
-import json, hashlib
-from mtrl_gym.envs.multiagent import policies
-from mtrl_gym.registry import make_multiagent
-env = make_multiagent("mtrl/SOP-CustomerCall-v0", parallel=True)
-out = []
-for seed in (1, 9):
-    players = {"agent": policies.reference_policy(env, "agent", "random"),
-               "customer": policies.reference_policy(env, "customer", "scripted")}
-    r = policies.play_game(env, players, seed=seed)
-    out.append(json.dumps([r["rewards"], r["infos"], r["texts"]], sort_keys=True, default=str))
-print(hashlib.sha256("".join(out).encode()).hexdigest())
-"""
-
-
 def test_same_seed_same_call_in_other_processes():
-    digests = set()
-    for hash_seed in ("0", "4242"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True)
-        digests.add(done.stdout.strip())
-    assert len(digests) == 1
+    assert len(game_digests("mtrl/SOP-CustomerCall-v0", {"agent": "random", "customer": "scripted"}, seeds=(1, 9), hash_seeds=("0", "4242"))) == 1

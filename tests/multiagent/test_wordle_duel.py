@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +12,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from mtrl_gym.envs.multiagent import policies  # noqa: E402
+from cross_process import game_digests  # noqa: E402
 from mtrl_gym.envs.multiagent.wordle_duel import DuelGame, parallel_env  # noqa: E402
 from mtrl_gym.envs.wordle.solver import format_guess  # noqa: E402
 from mtrl_gym.error import ConfigError, InvalidTask  # noqa: E402
@@ -145,25 +143,5 @@ def test_hostile_text_lone_surrogates_and_deep_nesting():
         assert env.observation_space(P0).contains(obs[P0])
 
 
-_SCRIPT = """
-import json, hashlib
-from mtrl_gym.envs.multiagent import policies
-from mtrl_gym.registry import make_multiagent
-env = make_multiagent("mtrl/WordleDuel-v0", parallel=True)
-out = []
-for seed in (3, 11):
-    players = {"player_0": policies.reference_policy(env, "player_0", "solver"),
-               "player_1": policies.reference_policy(env, "player_1", "random")}
-    r = policies.play_game(env, players, seed=seed)
-    out.append(json.dumps([r["rewards"], r["infos"], r["texts"]], sort_keys=True, default=str))
-print(hashlib.sha256("".join(out).encode()).hexdigest())
-"""
-
-
 def test_same_seed_same_game_in_other_processes():
-    digests = set()
-    for hash_seed in ("0", "123"):
-        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True, check=True)
-        digests.add(done.stdout.strip())
-    assert len(digests) == 1
+    assert len(game_digests("mtrl/WordleDuel-v0", {"player_0": "solver", "player_1": "random"}, seeds=(3, 11), hash_seeds=("0", "123"))) == 1
