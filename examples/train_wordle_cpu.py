@@ -9,15 +9,16 @@ already in ``--out`` (so an interrupted run continues):
 1. **Demonstrations**: the consistent teacher (``mtrl_gym.envs.wordle.teacher``: a strong
    opener, then the answer with the most common letters among those that fit all feedback)
    plays the training words through the rollout engine, in the exact serving format
-   (system prompt without tool schemas, format prefill, stop at ``"``).
+   (system prompt without tool schemas, format prefill, stop at ``"``), each guess spelled
+   out (``R E S I N``: one token per letter, the same tokens as the board's letters).
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
    tokens only), for ``--sft-steps`` steps of 8 games (``--sft-minutes`` caps the time).
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **Evaluations** on the held-out validation words, same words, reset seeds and
    sampling (full 6-guess games, temperature 1.0): the base model, SFT only, SFT + GRPO,
-   and, as policies of their own, SFT + GRPO and the base model with *dictionary decoding*
-   (each guess restricted to an allowed word; ``--no-dictionary`` skips them), all scored
+   and, as policies of their own, SFT, SFT + GRPO and the base model with *dictionary
+   decoding* (each guess restricted to an allowed word; ``--no-dictionary`` skips them), all scored
    by the bare env, with the Wordle play metrics
    (``mtrl_gym.envs.wordle.play_metrics``: valid/new-word rates, clue-consistency vs a
    random word on the same boards, the shuffled-feedback control, solves with a Wilson
@@ -54,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
     p.add_argument("--sft-minutes", type=float, default=45.0, help="SFT time cap (default: 45)")
-    p.add_argument("--sft-steps", type=int, default=120, help="SFT steps of 8 games (the schedule's length; default: 120)")
+    p.add_argument("--sft-steps", type=int, default=160, help="SFT steps of 8 games (the schedule's length; default: 160)")
     p.add_argument("--grpo-steps", type=int, default=6, help="GRPO steps of 6 x 6 episodes (default: 6)")
     p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated (max 128)")
     p.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
@@ -76,7 +77,7 @@ def demonstrations(config: GRPOConfig, path: Path, n: int, teacher: str) -> Path
     if path.is_file():
         return path
     demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
-                      policy_kwargs={"choice": teacher}, num_episodes=n, model=config.model,
+                      policy_kwargs={"choice": teacher, "spelled": True}, num_episodes=n, model=config.model,
                       assistant_prefix=config.assistant_prefix, stop=list(config.stop),
                       max_episode_tokens=config.max_episode_tokens, train_size=config.train_size,
                       val_size=config.val_size, split_seed=config.split_seed)
@@ -185,6 +186,8 @@ def main() -> None:
     if not args.skip_base:
         runs.insert(0, ("base", None, False))
     if args.dictionary:  # dictionary decoding: its own policy, beside (never mixed with) the plain model
+        if not args.short:
+            runs += [("SFT, dictionary", str(sft_adapter), True)]
         runs += [("SFT + GRPO, dictionary", str(grpo_adapter), True)]
         if not (args.skip_base or args.short):
             runs += [("base, dictionary", None, True)]

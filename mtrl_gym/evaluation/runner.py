@@ -142,12 +142,14 @@ def _record(traj: Trajectory, run: str, failure_reward: float, save_tokens: bool
 
 
 def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
-    """The dictionary-decoding constraint of a ``constrained`` run: every word of the env's
-    action vocabulary followed by the run's first stop string."""
+    """The dictionary-decoding constraint of a ``constrained`` run: every text of the env's
+    action vocabulary followed by the run's first stop string, those that fit in the run's
+    ``max_new_tokens``."""
     from mtrl_gym.rollout.constraint import CompletionConstraint
 
     vocabulary = _action_vocabulary(env_id.removeprefix("mtrl_gym:"), spec)
-    return CompletionConstraint.from_texts((w + spec.stop[0] for w in vocabulary()), tokenizer, name="vocabulary")
+    return CompletionConstraint.from_texts((w + spec.stop[0] for w in vocabulary()), tokenizer, name="vocabulary",
+                                           max_tokens=spec.max_new_tokens)
 
 
 def _action_vocabulary(env_id: str, spec: RunSpec):

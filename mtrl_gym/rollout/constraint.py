@@ -79,9 +79,20 @@ class CompletionConstraint:
         """How many distinct completions are allowed."""
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str], tokenizer: Any, *, name: str = "constrained") -> CompletionConstraint:
-        """The constraint for ``texts``, each tokenised whole (no special tokens)."""
-        return cls((tokenizer.encode(t, add_special_tokens=False) for t in texts), name=name)
+    def from_texts(cls, texts: Iterable[str], tokenizer: Any, *, name: str = "constrained",
+                   max_tokens: int | None = None) -> CompletionConstraint:
+        """The constraint for ``texts``, each tokenised whole (no special tokens).
+
+        ``max_tokens``: keep only the texts of at most that many tokens (a turn's token
+        budget: a longer completion could never be finished); ConfigError when none fits.
+        """
+        encoded = (tokenizer.encode(t, add_special_tokens=False) for t in texts)
+        if max_tokens is None:
+            return cls(encoded, name=name)
+        kept = [ids for ids in encoded if len(ids) <= max_tokens]
+        if not kept:
+            raise ConfigError(f"no allowed completion of {name!r} fits in {max_tokens} tokens; raise max_new_tokens")
+        return cls(kept, name=name)
 
     def _node(self, generated: Sequence[int]) -> dict[int, Any] | None:
         node = self._root

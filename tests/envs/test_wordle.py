@@ -179,6 +179,35 @@ def test_repeated_word_uses_a_guess_and_is_flagged():
     assert obs.startswith("Guess 2/6: CRANE (you already guessed this word)")
 
 
+def test_a_spelled_out_guess_plays_the_same_word_and_is_flagged():
+    plain, _, _ = make()
+    spelled, _, _ = make()
+    _, r1, _, _, a = plain.step(G("crane"))
+    obs, r2, _, _, b = spelled.step(G("C R A N E"))
+    assert b["spelled"] and "spelled" not in a
+    assert (b["guess"], b["feedback"], b["guesses_used"], r2) == (a["guess"], a["feedback"], 1, r1)
+    assert obs.startswith("Guess 1/6: CRANE\n")
+    _, _, _, _, info = spelled.step(G("s-l-a-t-e"))
+    assert info["spelled"] and info["guess"] == "slate" and info["guesses_used"] == 2
+
+
+@pytest.mark.parametrize("text, error", [
+    ("C R A N", "not_letters"), ("C  R A N E", "not_letters"), ("C R A N E S", "not_letters"),
+    ("CR A N E", "not_letters"), ("C R 4 N E", "not_letters"), ("X Y Z Z Y", "not_in_dictionary"),
+])
+def test_malformed_spellings_use_no_guess(text, error):
+    env, _, _ = make()
+    _, _, _, _, info = env.step(G(text))
+    assert (info["error"], info["valid"], info["guesses_used"]) == (error, False, 0)
+
+
+def test_spell_and_unspell_are_inverse_on_the_word_list():
+    words = game.allowed_guesses()
+    assert all(game.unspell(game.spell(w)) == w for w in words)
+    assert game.unspell("crane") is None and game.unspell("C R A N E ") is None
+    assert format_guess("crane", spelled=True) == G("C R A N E")
+
+
 def test_loose_fallback_is_flagged():
     env, _, _ = make()
     _, _, _, _, info = env.step("I will go with: guess CRANE")

@@ -57,6 +57,18 @@ def test_prefixes_and_empty_lists_are_refused():
         CompletionConstraint([])
 
 
+def test_from_texts_keeps_only_what_fits_the_token_budget(chatml_tokenizer):
+    tok = chatml_tokenizer
+    texts = ['crane"', 'C R A N E"']
+    lengths = [len(tok.encode(t, add_special_tokens=False)) for t in texts]
+    assert lengths[0] < lengths[1]
+    assert CompletionConstraint.from_texts(texts, tok).size == 2
+    fit = CompletionConstraint.from_texts(texts, tok, max_tokens=lengths[0])
+    assert fit.size == 1 and fit.is_complete(tok.encode(texts[0], add_special_tokens=False))
+    with pytest.raises(ConfigError, match="fits in 1 tokens; raise max_new_tokens"):
+        CompletionConstraint.from_texts(texts, tok, max_tokens=1)
+
+
 def _words(tok):
     return CompletionConstraint.from_texts((w + '"' for w in WORDS), tok, name="test")
 
@@ -120,10 +132,13 @@ def test_a_constrained_wordle_run_guesses_only_dictionary_words(tmp_path, tiny_m
     constrained = read_records(tmp_path / "trajectories" / "dict.jsonl")
     assert len(constrained) == 6
     from mtrl_gym.envs.wordle import game
+    from mtrl_gym.envs.wordle.profile import guess_texts
 
-    allowed = set(game.allowed_guesses())
+    allowed = set(guess_texts())
+    assert allowed == set(game.allowed_guesses()) | {game.spell(w) for w in game.allowed_guesses()}
     guesses = [m["content"] for r in constrained for m in r["messages"] if m["role"] == "assistant"]
-    assert guesses and all(g.removeprefix(PREFIX).removesuffix('"') in allowed for g in guesses), guesses
+    played = [g.removeprefix(PREFIX).removesuffix('"') for g in guesses]
+    assert played and all(g in allowed for g in played), [g for g in played if g not in allowed]
     # the random tiny model's plain guesses are (almost surely) not words
     plain_guesses = [m["content"] for r in plain for m in r["messages"] if m["role"] == "assistant"]
     assert not all(g.removeprefix(PREFIX).removesuffix('"') in allowed for g in plain_guesses)

@@ -34,10 +34,10 @@ PREFIX = '<tool_call>{"name": "guess_word", "arguments": {"guess": "'
 # ---------------------------------------------------------------------------- the teacher
 
 
-@pytest.mark.parametrize("choice", ["ranked", "random"])
-def test_teacher_games_are_all_valid_consistent_and_almost_all_solved(choice):
+@pytest.mark.parametrize("choice, spelled", [("ranked", False), ("random", False), ("ranked", True)])
+def test_teacher_games_are_all_valid_consistent_and_almost_all_solved(choice, spelled):
     env = gymnasium.make("mtrl/Wordle-v0")
-    teacher = ConsistentTeacher(choice)
+    teacher = ConsistentTeacher(choice, spelled=spelled)
     turns = valid = consistent = solved = 0
     train = wordle_split()[0][:300]
     for i, row in enumerate(train):
@@ -47,7 +47,7 @@ def test_teacher_games_are_all_valid_consistent_and_almost_all_solved(choice):
         while not done:
             obs, _, done, _, info = env.step(teacher(obs, info))
             turns += 1
-            valid += info["valid"] and not info["repeated"]
+            valid += info["valid"] and not info["repeated"] and info.get("spelled", False) == spelled
             consistent += info["clue_violations"] == 0
         solved += info["solved"]
     assert valid == turns and consistent == turns

@@ -101,7 +101,10 @@ class WordleEnv(gymnasium.Env[str, str]):
     Any format of :mod:`mtrl_gym.parsing`: ``<tool_call>{"name": "guess_word",
     "arguments": {"guess": "crane"}}</tool_call>``, bare JSON, ``guess_word("crane")``,
     ``<guess>crane</guess>``; plain text such as ``My guess: CRANE`` is accepted as a loose
-    fallback and flagged ``info["loose_match"]``. The first ``guess_word`` call is played;
+    fallback and flagged ``info["loose_match"]``. A guess may be spelled out, ``R E S I N``
+    (five letters separated by single spaces or hyphens), flagged ``info["spelled"]``
+    (the key is only there then).
+    The first ``guess_word`` call is played;
     further calls in the same message are ignored and the observation says so.
 
     ## Observation Space
@@ -143,7 +146,8 @@ class WordleEnv(gymnasium.Env[str, str]):
     played), ``in_dictionary``, ``repeated``, ``solved``, ``guesses_used``, ``turns_used``,
     ``candidates_before``/``candidates_remaining`` (answers consistent with the feedback
     before/after this step), ``clue_violations`` (revealed clues the guess ignores),
-    ``new_letters`` (distinct letters not in earlier guesses). ``message_truncated`` (True)
+    ``new_letters`` (distinct letters not in earlier guesses). ``spelled`` (True) only on a
+    step whose guess was spelled out (``R E S I N``). ``message_truncated`` (True)
     only on a step whose message was longer than the parser reads
     (:data:`mtrl_gym.parsing.MAX_PARSE_CHARS`; the observation says so too). On the final
     step only: ``answer`` and ``success``.
@@ -344,7 +348,12 @@ class WordleEnv(gymnasium.Env[str, str]):
             why = call.error or 'guess_word needs one argument "guess" with a 5-letter word'
             return f"Invalid call to guess_word: {_ascii(why, 120)}."
         info["guess_text"] = raw[:64]
-        word = raw.strip().strip("\"'`*.").lower()
+        word = raw.strip().strip("\"'`*.")
+        spelled = game.unspell(word)
+        if spelled is not None:
+            word = spelled
+            info["spelled"] = True
+        word = word.lower()
         if not word.isascii() or not word.isalpha():
             info["error"] = "not_letters"
             return f"Invalid guess {_ascii(raw)!r}: use only the letters a-z. No guess was used."

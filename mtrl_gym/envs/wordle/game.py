@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -33,7 +34,7 @@ import numpy as np
 __all__ = [
     "GRAY", "YELLOW", "GREEN", "COLOR_NAMES", "WORD_LENGTH", "MAX_GUESSES",
     "answers", "allowed_guesses", "allowed_index", "feedback", "pattern_code", "decode_pattern", "SOLVED_CODE",
-    "feedback_codes", "pattern_table", "letters_of", "cache_dir",
+    "feedback_codes", "pattern_table", "letters_of", "cache_dir", "spell", "unspell",
 ]
 
 GRAY, YELLOW, GREEN = 0, 1, 2
@@ -58,6 +59,33 @@ def answers() -> tuple[str, ...]:
 def allowed_guesses() -> tuple[str, ...]:
     """The 11,072 accepted guesses (every answer included), sorted, lower-case."""
     return _read_words("allowed_guesses.txt")
+
+
+_SPELLED_RE = re.compile(r"[A-Za-z](?:[ -][A-Za-z]){4}")
+
+
+def spell(word: str) -> str:
+    """``word`` spelled out as capital letters with spaces between them: ``"R E S I N"``.
+
+    A guess may be written this way (the env accepts it): a small model's tokenizer sees
+    one letter per token, the same tokens as the board's letters, instead of word pieces.
+
+    >>> spell("resin")
+    'R E S I N'
+    """
+    return " ".join(word.upper())
+
+
+def unspell(text: str) -> str | None:
+    """The word of a spelled-out guess (five letters, each pair separated by one space or
+    hyphen: ``"R E S I N"``, ``"r-e-s-i-n"``), lower-case; None for any other text.
+
+    >>> unspell("R E S I N"), unspell("resin")
+    ('resin', None)
+    """
+    if len(text) != 2 * WORD_LENGTH - 1 or not _SPELLED_RE.fullmatch(text):
+        return None
+    return text[::2].lower()
 
 
 @functools.cache

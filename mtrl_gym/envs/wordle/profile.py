@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from mtrl_gym.envs.profile import EnvProfile
-from mtrl_gym.envs.wordle.game import allowed_guesses, answers
+from mtrl_gym.envs.wordle.game import allowed_guesses, answers, spell
 from mtrl_gym.envs.wordle.solver import format_guess
 from mtrl_gym.envs.wordle.turn_facts import wordle_turn_facts
 from mtrl_gym.error import ConfigError
 
-__all__ = ["wordle_split", "wordle_profile", "SolverPolicyAdapter", "RandomWordPolicy", "TASK_PROMPT",
+__all__ = ["wordle_split", "wordle_profile", "guess_texts", "SolverPolicyAdapter", "RandomWordPolicy", "TASK_PROMPT",
            "TRAIN_SIZE", "VAL_SIZE", "SPLIT_SEED", "MAX_SUCCESS_WEIGHT", "MAX_FAILURE_WEIGHT"]
 
 #: The ``prompt`` field of a Wordle task row (the service's files).
@@ -121,6 +121,14 @@ class RandomWordPolicy:
         return format_guess(self._words[int(self._rng.integers(len(self._words)))])
 
 
+def guess_texts() -> tuple[str, ...]:
+    """Every text the env plays as an allowed guess, for dictionary decoding: each allowed
+    word as written (``resin``) and spelled out (``R E S I N``), so a model trained on either
+    form keeps it under the constraint."""
+    words = allowed_guesses()
+    return words + tuple(spell(w) for w in words)
+
+
 def _teacher(env, **options):
     from mtrl_gym.envs.wordle.teacher import ConsistentTeacher
 
@@ -147,5 +155,5 @@ def wordle_profile(success_threshold: float) -> EnvProfile:
         shaping_limits=(MAX_SUCCESS_WEIGHT, MAX_FAILURE_WEIGHT),
         turn_facts=wordle_turn_facts,
         play_metrics=_play_metrics,
-        action_vocabulary=allowed_guesses,
+        action_vocabulary=guess_texts,
     )

@@ -28,9 +28,10 @@ __all__ = ["WordleSolver", "SolverPolicy", "format_guess", "opening_entropy", "m
 _N_PATTERNS = 243
 
 
-def format_guess(word: str) -> str:
-    """The canonical tool-call text for a guess (what a well-behaved model writes)."""
-    return format_tool_call("guess_word", {"guess": word})
+def format_guess(word: str, *, spelled: bool = False) -> str:
+    """The canonical tool-call text for a guess (what a well-behaved model writes);
+    ``spelled``: the word spelled out, ``"R E S I N"`` (:func:`game.spell`)."""
+    return format_tool_call("guess_word", {"guess": game.spell(word) if spelled else word})
 
 
 def _as_codes(fb: Sequence) -> int:

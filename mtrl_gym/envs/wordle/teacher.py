@@ -79,9 +79,10 @@ class ConsistentTeacher:
         choice: ``"ranked"``, ``"random"`` or ``"solver"`` (how a candidate is picked).
         openers: the words the first guess is drawn from (default :data:`STRONG_OPENERS`);
             an empty tuple lets ``choice`` pick the first guess too.
+        spelled: write each guess spelled out, ``"R E S I N"`` (the env accepts both forms).
     """
 
-    def __init__(self, choice: str = "ranked", openers: Sequence[str] = STRONG_OPENERS):
+    def __init__(self, choice: str = "ranked", openers: Sequence[str] = STRONG_OPENERS, spelled: bool = False):
         if choice not in TEACHER_CHOICES:
             raise ConfigError(f"`choice` must be one of {TEACHER_CHOICES}, got {choice!r}")
         index = game.allowed_index()
@@ -90,6 +91,7 @@ class ConsistentTeacher:
             raise ConfigError(f"openers must be allowed 5-letter guesses, got {bad!r}")
         self.choice = choice
         self.openers = tuple(openers)
+        self.spelled = bool(spelled)
         self._solver = WordleSolver()
         self._rng = np.random.default_rng(0)
         self.history: list[tuple[str, list[str]]] = []
@@ -102,7 +104,7 @@ class ConsistentTeacher:
     def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
         if info.get("valid") and info.get("feedback") is not None and "guess" in info:
             self.history.append((str(info["guess"]), list(info["feedback"])))
-        return format_guess(self.choose())
+        return format_guess(self.choose(), spelled=self.spelled)
 
     def choose(self) -> str:
         """The next guess for the current history."""
