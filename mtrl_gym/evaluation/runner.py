@@ -145,11 +145,9 @@ def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
     """The dictionary-decoding constraint of a ``constrained`` run: every text of the env's
     action vocabulary followed by the run's first stop string, those that fit in the run's
     ``max_new_tokens``."""
-    from mtrl_gym.rollout.constraint import CompletionConstraint
-
-    vocabulary = _action_vocabulary(env_id.removeprefix("mtrl_gym:"), spec)
-    return CompletionConstraint.from_texts((w + spec.stop[0] for w in vocabulary()), tokenizer, name="vocabulary",
-                                           max_tokens=spec.max_new_tokens)
+    env_id = env_id.removeprefix("mtrl_gym:")
+    return profile_of(env_id).vocabulary_constraint(tokenizer, spec.stop[0], max_tokens=spec.max_new_tokens,
+                                                    what=f"run {spec.name!r}: {env_id}")
 
 
 def _action_vocabulary(env_id: str, spec: RunSpec):

@@ -153,3 +153,59 @@ def test_constrained_runs_need_a_model_a_stop_and_a_vocabulary(tmp_path, tiny_mo
     with pytest.raises(ConfigError, match="declares no action vocabulary"):
         evaluate("mtrl/SOP-DangerousGoods-v0", [_cpu_run("d", tok, HFSampler(tiny_model, tok), constrained=True)],
                  split="val", limit=1, out_dir=tmp_path, report=False, config=EvalConfig(n=1, max_turns=1))
+
+
+# ---------------------------------------------------------------------------- constrained GRPO sampling
+
+
+def test_grpo_with_constrained_sampling_trains_the_unconstrained_policy(tmp_path, chatml_tokenizer):
+    """Every training rollout is an allowed text; old log-probs are recomputed; the TIS weights
+    p / q of the constrained samples are <= 1; the LoRA weights move."""
+    import json
+
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from tiny_models import build_tiny_llama
+
+    from mtrl_gym.envs.wordle.profile import guess_texts
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+    from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
+
+    config = GRPOConfig(output_dir=str(tmp_path / "grpo"), global_batch_size=2, group_size=2, max_steps=1,
+                        max_new_tokens=10, tracker="none", progress=False, val_every=0, assistant_prefix=PREFIX,
+                        stop=['"'], max_turns=2, constrained=True, log_trajectories=4, learning_rate=1e-2,
+                        unfinished_reward="sum",
+                        env_wrappers=[{"name": "SystemPrompt", "kwargs": {"text": "Play.", "tools": False}},
+                                      {"name": "WordleShaping", "kwargs": {"per_turn": True}}])
+    trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)
+    assert trainer.settings.old_logprobs == "recompute"
+    before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters() if "lora_B" in n}
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    allowed = set(guess_texts())
+    rows = [json.loads(line) for line in (tmp_path / "grpo" / "trajectories" / "step_000001.jsonl").open()]
+    played = [m["content"].removeprefix(PREFIX).removesuffix('"') for r in rows for m in r["messages"]
+              if m["role"] == "assistant"]
+    assert len(played) >= 4 and all(g in allowed for g in played), played
+    metrics = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").open()]
+    weight = next(m["train/tis_weight_mean"] for m in metrics if "train/tis_weight_mean" in m)
+    assert 0.0 < weight < 1.0  # q >= p on every allowed token, < 1 somewhere
+    after = {n: p for n, p in trainer.policy.named_parameters() if "lora_B" in n}
+    assert any(not torch.equal(before[n], after[n]) for n in before)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"sampler": "openai"}, "needs the 'hf' sampler"),
+    ({"stop": []}, "needs a `stop` string"),
+    ({"tis_cap": None}, "`tis_cap`"),
+    ({"old_logprobs": "sampler"}, "cannot use `old_logprobs: sampler`"),
+    ({"constrained": "maybe"}, "must be true or false"),
+])
+def test_constrained_grpo_settings_are_checked(overrides, message):
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    values = {"constrained": True, "stop": ['"'], **overrides}
+    with pytest.raises(ConfigError, match=message):
+        GRPOConfig(**values)

@@ -217,6 +217,13 @@ class GRPOConfig:
     """Most tokens sampled per assistant turn."""
     stop: list[str] = field(default_factory=list)
     """Stop strings: a turn ends with the token that completes one (kept in the turn)."""
+    constrained: bool = False
+    """Sample training rollouts with dictionary decoding: every turn is one text of the env's
+    action vocabulary (``EnvProfile.action_vocabulary``) followed by the first ``stop``
+    string (``mtrl_gym.rollout.constraint``; the ``hf`` sampler only; validation rollouts stay
+    unconstrained). The update still trains the model's own, unconstrained distribution p:
+    the sampled tokens come from the constrained q >= p, so ``tis_cap`` (required) weighs
+    each token by ``min(p / q, cap)`` <= 1 and ``old_logprobs: auto`` recomputes."""
 
     # ------------------------------------------------------------------ objective
     loss: str = "ppo"
@@ -250,7 +257,7 @@ class GRPOConfig:
     """Old-policy log-probs for mini-batches after the first: ``recompute`` (a no-grad
     forward before updating), ``sampler`` (the sampling log-probs: right when the sampler
     shares the trainer's weights and numerics) or ``auto`` (``sampler`` for ``hf`` without
-    autocast or dropout, else ``recompute``). Unused when ``updates_per_step == 1``."""
+    autocast, dropout, stale async batches or ``constrained`` sampling, else ``recompute``). Unused when ``updates_per_step == 1``."""
     tis_cap: float | None = 2.0
     """Truncated importance sampling: weight tokens by ``min(pi_old / pi_sampler, tis_cap)``
     to correct for sampler/trainer mismatch (vLLM kernels, bf16). None disables it."""
@@ -332,6 +339,18 @@ class GRPOConfig:
                               f"got {self.ray_worker_retries!r}")
         if self.ray_address is not None and (not isinstance(self.ray_address, str) or not self.ray_address):
             raise ConfigError(f"`ray_address` must be a cluster address such as 'auto' or None, got {self.ray_address!r}")
+        if self.constrained is not False and self.constrained is not True:
+            raise ConfigError(f"`constrained` must be true or false, got {self.constrained!r}")
+        if self.constrained:
+            if self.sampler != "hf" or self.agent is not None:
+                raise ConfigError("`constrained` sampling needs the 'hf' sampler and the built-in rollout loop "
+                                  f"(got sampler={self.sampler!r}, agent={self.agent!r})")
+            if self.old_logprobs == "sampler":
+                raise ConfigError("`constrained` sampling cannot use `old_logprobs: sampler`: the sampler's "
+                                  "log-probs are the constrained distribution's, not the policy's; use auto or recompute")
+            if not self.stop or self.tis_cap is None:
+                raise ConfigError("`constrained` sampling needs a `stop` string (it ends every allowed text) and "
+                                  "`tis_cap` (the constrained sampler is not the policy: its tokens are reweighted)")
         if self.rollout_backend == "ray" and (self.sampler == "vllm" or self.agent is not None):
             what = "sampler 'vllm'" if self.sampler == "vllm" else "`agent`"
             raise ConfigError(f"`rollout_backend` 'ray' cannot be combined with {what}: Ray workers sample with "

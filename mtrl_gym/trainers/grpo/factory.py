@@ -56,15 +56,16 @@ def build_wrappers(specs: Sequence[Mapping[str, Any]]) -> list[Callable[[gymnasi
     return [functools.partial(resolve_wrapper(s["name"]), **dict(s.get("kwargs") or {})) for s in specs]
 
 
-def rollout_config(config: Any, *, validation: bool = False) -> Any:
-    """The :class:`~mtrl_gym.rollout.engine.RolloutConfig` of training (or validation) rollouts."""
+def rollout_config(config: Any, *, validation: bool = False, constraint: Any = None) -> Any:
+    """The :class:`~mtrl_gym.rollout.engine.RolloutConfig` of training (or validation) rollouts
+    (``constraint``: the :class:`~mtrl_gym.rollout.constraint.CompletionConstraint` of every turn)."""
     from mtrl_gym.trainers.grpo.config import unfinished_reward_value
     from mtrl_gym.rollout.engine import RolloutConfig
     from mtrl_gym.rollout.samplers.base import SamplingParams
 
     sampling = SamplingParams(temperature=config.val_temperature if validation else config.temperature,
                               top_p=1.0 if validation else config.top_p, top_k=0 if validation else config.top_k,
-                              max_new_tokens=config.max_new_tokens, stop=tuple(config.stop))
+                              max_new_tokens=config.max_new_tokens, stop=tuple(config.stop), constraint=constraint)
     return RolloutConfig(group_size=config.val_group_size if validation else config.group_size,
                          sampling=sampling, max_turns=config.max_turns,
                          max_episode_tokens=config.max_episode_tokens,
@@ -90,8 +91,27 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
     if env is None and is_multiagent(config.env):  # PettingZoo envs: one trajectory per trained seat
         from mtrl_gym.trainers.multiagent_rollout import MultiAgentRolloutEngine
 
+        if getattr(config, "constrained", False):
+            raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")
+
         return MultiAgentRolloutEngine(config.env, sampler, tokenizer, rollout_config(config, validation=validation),
                                        seats=dict(config.seats), wrappers=build_wrappers(specs))
     wrappers = build_wrappers(specs) + ([EpisodeStats] if validation else [])
-    return RolloutEngine(env if env is not None else config.env, sampler, tokenizer,
-                         rollout_config(config, validation=validation), wrappers=wrappers)
+    source = env if env is not None else config.env
+    constraint = None
+    if getattr(config, "constrained", False) and not validation:  # dictionary decoding of training rollouts
+        from mtrl_gym.envs.profile import profile_of
+
+        what = f"`constrained` training on {source if isinstance(source, str) else 'this env'}"
+        if callable(source):
+            made = source()
+            try:
+                profile = profile_of(made)
+            finally:
+                made.close()
+        else:
+            profile = profile_of(source)
+        constraint = profile.vocabulary_constraint(tokenizer, config.stop[0], max_tokens=config.max_new_tokens,
+                                                   what=what)
+    return RolloutEngine(source, sampler, tokenizer, rollout_config(config, validation=validation,
+                                                                    constraint=constraint), wrappers=wrappers)

@@ -213,7 +213,7 @@ class GRPOTrainer:
         if old == "auto":  # stale async batches were sampled by older weights: recompute
             stale = c.async_rollouts and c.max_staleness > 0
             old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0
-                                and not stale) else "recompute"
+                                and not stale and not c.constrained) else "recompute"
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
         return UpdateSettings.from_config(c, old_logprobs=old, packing=packing,
