@@ -123,20 +123,6 @@ class EnvProfile:
                               f"demonstrations; use {' or '.join(map(repr, others)) or 'a task file'}")
         return self.tasks(split, n, seed, **options)
 
-    def vocabulary_constraint(self, tokenizer: Any, stop: str, *, max_tokens: int | None = None,
-                              what: str = "this env"):
-        """The dictionary-decoding constraint: every text of :attr:`action_vocabulary`
-        followed by ``stop``, those of at most ``max_tokens`` tokens
-        (:class:`~mtrl_gym.rollout.constraint.CompletionConstraint`); ConfigError when the env
-        has no vocabulary (``what`` names the run or env in the message)."""
-        from mtrl_gym.rollout.constraint import CompletionConstraint
-
-        if self.action_vocabulary is None:
-            raise ConfigError(f"{what} declares no action vocabulary (EnvProfile.action_vocabulary), "
-                              "so it cannot be played with constrained decoding")
-        return CompletionConstraint.from_texts((w + stop for w in self.action_vocabulary()), tokenizer,
-                                               name="vocabulary", max_tokens=max_tokens)
-
     def policy(self, name: str, env: gymnasium.Env, **options: Any) -> TextPolicy:
         """The reference policy ``name`` for ``env`` (``options`` go to its factory)."""
         try:

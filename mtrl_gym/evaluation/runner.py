@@ -145,9 +145,11 @@ def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
     """The dictionary-decoding constraint of a ``constrained`` run: every text of the env's
     action vocabulary followed by the run's first stop string, those that fit in the run's
     ``max_new_tokens``."""
+    from mtrl_gym.rollout.constraint import vocabulary_constraint as constraint_of
+
     env_id = env_id.removeprefix("mtrl_gym:")
-    return profile_of(env_id).vocabulary_constraint(tokenizer, spec.stop[0], max_tokens=spec.max_new_tokens,
-                                                    what=f"run {spec.name!r}: {env_id}")
+    return constraint_of(env_id, tokenizer, spec.stop[0], max_tokens=spec.max_new_tokens,
+                         what=f"run {spec.name!r}: {env_id}")
 
 
 def _action_vocabulary(env_id: str, spec: RunSpec):

@@ -40,7 +40,7 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["CompletionConstraint"]
+__all__ = ["CompletionConstraint", "vocabulary_constraint"]
 
 _END = -1  # key of the "a completion ends here" marker in a trie node
 
@@ -117,3 +117,18 @@ class CompletionConstraint:
 
     def __repr__(self) -> str:
         return f"CompletionConstraint({self.name!r}, {self.size} completions)"
+
+
+def vocabulary_constraint(env: Any, tokenizer: Any, stop: str, *, max_tokens: int | None = None,
+                          what: str = "this env") -> CompletionConstraint:
+    """The dictionary-decoding constraint of ``env`` (an id, class or instance): every text of
+    its profile's ``action_vocabulary`` followed by ``stop``, those of at most ``max_tokens``
+    tokens; ConfigError when the env has no vocabulary (``what`` names the run or env)."""
+    from mtrl_gym.envs.profile import profile_of
+
+    vocabulary = profile_of(env).action_vocabulary
+    if vocabulary is None:
+        raise ConfigError(f"{what} declares no action vocabulary (EnvProfile.action_vocabulary), "
+                          "so it cannot be played with constrained decoding")
+    return CompletionConstraint.from_texts((w + stop for w in vocabulary()), tokenizer, name="vocabulary",
+                                           max_tokens=max_tokens)

@@ -209,3 +209,16 @@ def test_constrained_grpo_settings_are_checked(overrides, message):
     values = {"constrained": True, "stop": ['"'], **overrides}
     with pytest.raises(ConfigError, match=message):
         GRPOConfig(**values)
+
+
+def test_constrained_training_needs_an_env_with_a_vocabulary(tmp_path, chatml_tokenizer):
+    pytest.importorskip("peft")
+    from tiny_models import build_tiny_llama
+
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+    from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
+
+    config = GRPOConfig(output_dir=str(tmp_path / "grpo"), env="mtrl/SOP-DangerousGoods-v0", constrained=True,
+                        stop=["</tool_call>"], max_steps=1, tracker="none", progress=False, val_every=0)
+    with pytest.raises(ConfigError, match="SOP-DangerousGoods-v0 declares no action vocabulary"):
+        GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)

@@ -100,18 +100,15 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
     source = env if env is not None else config.env
     constraint = None
     if getattr(config, "constrained", False) and not validation:  # dictionary decoding of training rollouts
-        from mtrl_gym.envs.profile import profile_of
+        from mtrl_gym.rollout.constraint import vocabulary_constraint
 
-        what = f"`constrained` training on {source if isinstance(source, str) else 'this env'}"
-        if callable(source):
-            made = source()
-            try:
-                profile = profile_of(made)
-            finally:
+        made = source() if callable(source) else None  # a factory: ask one env it makes
+        try:
+            constraint = vocabulary_constraint(made if made is not None else source, tokenizer, config.stop[0],
+                                               max_tokens=config.max_new_tokens,
+                                               what=f"`constrained` training: {config.env}")
+        finally:
+            if made is not None:
                 made.close()
-        else:
-            profile = profile_of(source)
-        constraint = profile.vocabulary_constraint(tokenizer, config.stop[0], max_tokens=config.max_new_tokens,
-                                                   what=what)
     return RolloutEngine(source, sampler, tokenizer, rollout_config(config, validation=validation,
                                                                     constraint=constraint), wrappers=wrappers)
