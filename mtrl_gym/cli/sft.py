@@ -24,9 +24,11 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def resolve_config(args):
+    """The :class:`~mtrl_gym.trainers.sft.config.SFTConfig` an argparse namespace asks for:
+    with ``--resume``, the checkpoint's saved settings first, then ``--config``, the flags and
+    ``--set``."""
     from mtrl_gym.trainers.sft.config import SFTConfig
-    from mtrl_gym.trainers.sft.trainer import SFTTrainer
 
     values = {"demos": args.demos}
     if args.out:
@@ -36,9 +38,18 @@ def run(args) -> int:
     if args.max_minutes is not None:
         values["max_minutes"] = args.max_minutes
     sources = [args.config] if args.config else []
-    config = SFTConfig.load(*sources, values, overrides=args.overrides)
-    from mtrl_gym.run_folder import TRAIN_ARTEFACTS, TRAIN_MARKERS, claim_output_dir
+    if args.resume:  # continue with the settings the run was saved with, then the flags
+        from mtrl_gym.trainers.grpo.checkpoint import resume_target
 
+        sources.insert(0, resume_target(args.resume) / "config.yaml")
+    return SFTConfig.load(*sources, values, overrides=args.overrides)
+
+
+def run(args) -> int:
+    from mtrl_gym.run_folder import TRAIN_ARTEFACTS, TRAIN_MARKERS, claim_output_dir
+    from mtrl_gym.trainers.sft.trainer import SFTTrainer
+
+    config = resolve_config(args)
     claim_output_dir(config.output_dir, markers=TRAIN_MARKERS, artefacts=TRAIN_ARTEFACTS,
                      resume=args.resume is not None, overwrite=args.overwrite, flag="--out")
     summary = SFTTrainer(config, resume=args.resume).train()

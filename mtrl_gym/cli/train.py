@@ -75,11 +75,7 @@ def resolve_config(args):
     if args.resume is not None:
         base = GRPOConfig.load(*args.config, flags)
         target = Path(base.output_dir) if args.resume is _NO_VALUE else Path(args.resume)
-        resume = target if (target / checkpoint.STATE_FILE).is_file() else checkpoint.latest_checkpoint(target)
-        if resume is None:
-            from mtrl_gym.error import ConfigError
-
-            raise ConfigError(f"--resume: no checkpoint in {str(target)!r} (looked for checkpoints/step_*)")
+        resume = checkpoint.resume_target(target)
         sources.append(resume / "config.yaml")
     sources.extend(args.config)
     sources.append(flags)

@@ -165,6 +165,31 @@ def test_sft_loss_decreases_on_a_tiny_model_and_resumes(tmp_path, chatml_tokeniz
     assert summary["status"] == "FINISHED" and summary["steps"] == 30
 
 
+def test_sft_resume_takes_the_saved_settings_and_a_mismatch_is_a_clear_error(tmp_path, chatml_tokenizer):
+    import argparse
+    import dataclasses
+
+    from mtrl_gym.cli.sft import resolve_config
+
+    demos = _wordle_demos(chatml_tokenizer, n=2)
+    config = SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=2, lora_rank=4, lora_alpha=8,
+                       lora_layers=1, tracker="none", progress=False, save_every=0)
+    SFTTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
+               demos=demos).train()
+    run = str(tmp_path / "sft")
+    args = argparse.Namespace(demos=["d.jsonl"], out=None, max_steps=4, max_minutes=None, config=None,
+                              resume=run, overrides=[])
+    resumed = resolve_config(args)  # `mtrl-gym sft --demos d.jsonl --resume RUN --max-steps 4`
+    assert (resumed.lora_rank, resumed.lora_layers, resumed.output_dir, resumed.max_steps) == (4, 1, run, 4)
+    wrong = dataclasses.replace(resumed, lora_rank=8, lora_alpha=16, lora_layers=None)  # not the checkpoint's
+    with pytest.raises(ConfigError, match="does not fit this run's model and LoRA set-up"):
+        SFTTrainer(wrong, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
+                   demos=demos, resume=run)
+    args.resume = str(tmp_path / "nothing")
+    with pytest.raises(ConfigError, match="--resume: no checkpoint in"):
+        resolve_config(args)
+
+
 def test_sft_config_errors_name_the_value():
     with pytest.raises(ConfigError, match="`batch_size` must be an integer >= 1, got 0"):
         SFTConfig(batch_size=0)

@@ -41,7 +41,7 @@ import torch
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.grpo.policy import is_peft_model
 
-__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "list_checkpoints", "verify_checkpoint",
+__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "resume_target", "list_checkpoints", "verify_checkpoint",
            "remove_stale_temp_dirs", "capture_rng", "restore_rng", "load_adapter_weights", "STATE_FILE",
            "MANIFEST_FILE"]
 
@@ -80,6 +80,16 @@ def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     found = [(int(m.group(1)), p) for p in root.iterdir()
              if (m := _STEP_DIR.match(p.name)) and (p / STATE_FILE).is_file()]
     return [p for _, p in sorted(found)]
+
+
+def resume_target(target: str | os.PathLike, *, flag: str = "--resume") -> Path:
+    """The checkpoint folder a ``--resume`` argument names: ``target`` itself when it is one,
+    else the newest good checkpoint of the run folder ``target``; ConfigError when none."""
+    path = Path(target)
+    found = path if (path / STATE_FILE).is_file() else latest_checkpoint(path)
+    if found is None:
+        raise ConfigError(f"{flag}: no checkpoint in {str(path)!r} (looked for checkpoints/step_*)")
+    return found
 
 
 def latest_checkpoint(run_dir: str | os.PathLike, *, warn: bool = True) -> Path | None:
@@ -263,13 +273,22 @@ def load_checkpoint(path: str | os.PathLike, *, policy: Any, optimizer: torch.op
                               "or a checkpoint folder")
         path = latest
     state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
-    if is_peft_model(policy):
-        load_adapter_weights(policy, path / "adapter")
-    else:
-        _load_full_weights(policy, path / "model")
-    optimizer.load_state_dict(state.pop("optimizer"))
+    try:
+        if is_peft_model(policy):
+            load_adapter_weights(policy, path / "adapter")
+        else:
+            _load_full_weights(policy, path / "model")
+        optimizer.load_state_dict(state.pop("optimizer"))
+    except (ValueError, RuntimeError, KeyError) as e:  # torch's shape and group-size mismatches
+        raise ConfigError(f"checkpoint {path} does not fit this run's model and LoRA set-up ({_first_line(e)}); "
+                          f"resume with the settings it was saved with ({path / 'config.yaml'})") from None
     state["path"] = str(path)
     return state
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:200] if text else type(error).__name__
 
 
 def _load_full_weights(policy: Any, model_dir: Path) -> None:
