@@ -30,7 +30,6 @@ from typing import Any
 
 import gymnasium
 
-from mtrl_gym.envs.profile import profile_of
 from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.backends import ModelPool
 from mtrl_gym.evaluation.policies import make_policy, play_episode
@@ -40,6 +39,8 @@ from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, resolve_system_prompt
 from mtrl_gym.evaluation.store import EvalStore
 from mtrl_gym.evaluation.summary import RunData, compare_runs, summarise_run
 from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks, tasks_digest
+from mtrl_gym.rollout.constraint import action_vocabulary
+from mtrl_gym.rollout.constraint import vocabulary_constraint as constraint_of
 from mtrl_gym.rollout.trajectory import Trajectory
 from mtrl_gym.wrappers.system_prompt import SystemPrompt
 
@@ -145,20 +146,9 @@ def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
     """The dictionary-decoding constraint of a ``constrained`` run: every text of the env's
     action vocabulary followed by the run's first stop string, those that fit in the run's
     ``max_new_tokens``."""
-    from mtrl_gym.rollout.constraint import vocabulary_constraint as constraint_of
-
     env_id = env_id.removeprefix("mtrl_gym:")
     return constraint_of(env_id, tokenizer, spec.stop[0], max_tokens=spec.max_new_tokens,
                          what=f"run {spec.name!r}: {env_id}")
-
-
-def _action_vocabulary(env_id: str, spec: RunSpec):
-    """The env's ``action_vocabulary`` function; ConfigError for a constrained run without one."""
-    vocabulary = profile_of(env_id).action_vocabulary
-    if vocabulary is None:
-        raise ConfigError(f"run {spec.name!r}: {env_id} declares no action vocabulary "
-                          "(EnvProfile.action_vocabulary), so it cannot be played with constrained decoding")
-    return vocabulary
 
 
 def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, pool: ModelPool,
@@ -272,7 +262,7 @@ def _preflight(env_id: str, runs: Sequence[RunSpec], tasks, config: EvalConfig, 
             if spec.kind == "policy":
                 make_policy(spec.policy, probe)
             if spec.constrained:
-                _action_vocabulary(env_id.removeprefix("mtrl_gym:"), spec)
+                action_vocabulary(probe, what=f"run {spec.name!r}: {env_id.removeprefix('mtrl_gym:')}")
         for spec in runs:
             pool.preflight(spec)
     finally:

@@ -40,7 +40,7 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["CompletionConstraint", "vocabulary_constraint"]
+__all__ = ["CompletionConstraint", "action_vocabulary", "vocabulary_constraint"]
 
 _END = -1  # key of the "a completion ends here" marker in a trie node
 
@@ -119,16 +119,21 @@ class CompletionConstraint:
         return f"CompletionConstraint({self.name!r}, {self.size} completions)"
 
 
-def vocabulary_constraint(env: Any, tokenizer: Any, stop: str, *, max_tokens: int | None = None,
-                          what: str = "this env") -> CompletionConstraint:
-    """The dictionary-decoding constraint of ``env`` (an id, class or instance): every text of
-    its profile's ``action_vocabulary`` followed by ``stop``, those of at most ``max_tokens``
-    tokens; ConfigError when the env has no vocabulary (``what`` names the run or env)."""
+def action_vocabulary(env: Any, *, what: str = "this env"):
+    """The ``action_vocabulary`` function of ``env``'s profile (an id, class or instance);
+    ConfigError when the env has none (``what`` names the run or env in the message)."""
     from mtrl_gym.envs.profile import profile_of
 
     vocabulary = profile_of(env).action_vocabulary
     if vocabulary is None:
         raise ConfigError(f"{what} declares no action vocabulary (EnvProfile.action_vocabulary), "
                           "so it cannot be played with constrained decoding")
-    return CompletionConstraint.from_texts((w + stop for w in vocabulary()), tokenizer, name="vocabulary",
-                                           max_tokens=max_tokens)
+    return vocabulary
+
+
+def vocabulary_constraint(env: Any, tokenizer: Any, stop: str, *, max_tokens: int | None = None,
+                          what: str = "this env") -> CompletionConstraint:
+    """The dictionary-decoding constraint of ``env``: every text of its action vocabulary
+    (:func:`action_vocabulary`) followed by ``stop``, those of at most ``max_tokens`` tokens."""
+    texts = (w + stop for w in action_vocabulary(env, what=what)())
+    return CompletionConstraint.from_texts(texts, tokenizer, name="vocabulary", max_tokens=max_tokens)

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -121,6 +122,7 @@ class RandomWordPolicy:
         return format_guess(self._words[int(self._rng.integers(len(self._words)))])
 
 
+@functools.cache
 def guess_texts() -> tuple[str, ...]:
     """Every text the env plays as an allowed guess, for dictionary decoding: each allowed
     word as written (``resin``) and spelled out (``R E S I N``), so a model trained on either

@@ -327,18 +327,9 @@ class GRPOConfig:
         self._check_objective()
         self._check_logging()
         self._check_scale()
+        self._check_constrained()
 
-    def _check_scale(self) -> None:
-        if not isinstance(self.async_rollouts, bool):
-            raise ConfigError(f"`async_rollouts` must be true or false, got {self.async_rollouts!r}")
-        _at_least(self, "max_staleness", 0)
-        _one_of(self, "rollout_backend", ROLLOUT_BACKENDS)
-        _at_least(self, "ray_workers", 1)
-        if self.ray_worker_retries not in (0, 1) or isinstance(self.ray_worker_retries, bool):
-            raise ConfigError(f"`ray_worker_retries` must be 0 (failed trajectories) or 1 (retry once), "
-                              f"got {self.ray_worker_retries!r}")
-        if self.ray_address is not None and (not isinstance(self.ray_address, str) or not self.ray_address):
-            raise ConfigError(f"`ray_address` must be a cluster address such as 'auto' or None, got {self.ray_address!r}")
+    def _check_constrained(self) -> None:
         if self.constrained is not False and self.constrained is not True:
             raise ConfigError(f"`constrained` must be true or false, got {self.constrained!r}")
         if self.constrained:
@@ -351,6 +342,18 @@ class GRPOConfig:
             if not self.stop or self.tis_cap is None:
                 raise ConfigError("`constrained` sampling needs a `stop` string (it ends every allowed text) and "
                                   "`tis_cap` (the constrained sampler is not the policy: its tokens are reweighted)")
+
+    def _check_scale(self) -> None:
+        if not isinstance(self.async_rollouts, bool):
+            raise ConfigError(f"`async_rollouts` must be true or false, got {self.async_rollouts!r}")
+        _at_least(self, "max_staleness", 0)
+        _one_of(self, "rollout_backend", ROLLOUT_BACKENDS)
+        _at_least(self, "ray_workers", 1)
+        if self.ray_worker_retries not in (0, 1) or isinstance(self.ray_worker_retries, bool):
+            raise ConfigError(f"`ray_worker_retries` must be 0 (failed trajectories) or 1 (retry once), "
+                              f"got {self.ray_worker_retries!r}")
+        if self.ray_address is not None and (not isinstance(self.ray_address, str) or not self.ray_address):
+            raise ConfigError(f"`ray_address` must be a cluster address such as 'auto' or None, got {self.ray_address!r}")
         if self.rollout_backend == "ray" and (self.sampler == "vllm" or self.agent is not None):
             what = "sampler 'vllm'" if self.sampler == "vllm" else "`agent`"
             raise ConfigError(f"`rollout_backend` 'ray' cannot be combined with {what}: Ray workers sample with "
