@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown mode {name.strip()!r}; use one of {', '.join(MODES)}")
         modes[name.strip()] = MODES[name.strip()]
     if args.ray_workers:
-        from mtrl_gym.trainers.ray_workers import start_local_ray
+        from mtrl_gym.rollout.sources.ray_workers import start_local_ray
 
         ray_dir = tempfile.mkdtemp(prefix="ray-bench-")
         start_local_ray(args.ray_workers, temp_dir=ray_dir)

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from tiny_models import build_tiny_llama  # noqa: E402
 
 from mtrl_gym.error import ConfigError  # noqa: E402
-from mtrl_gym.trainers.multiagent_rollout import MultiAgentRolloutEngine  # noqa: E402
+from mtrl_gym.rollout.sources.multiagent import MultiAgentRolloutEngine  # noqa: E402
 from mtrl_gym.rollout.samplers.base import SampleResult, Sampler, SamplingParams  # noqa: E402
 from mtrl_gym.rollout.samplers.hf import HFSampler  # noqa: E402
 

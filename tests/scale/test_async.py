@@ -23,7 +23,7 @@ from toy_envs import VowelEnv  # noqa: E402
 
 from mtrl_gym.error import ConfigError, RolloutError  # noqa: E402
 from mtrl_gym.rollout.trajectory import Trajectory, load_jsonl  # noqa: E402
-from mtrl_gym.trainers.async_rollouts import PolicyShadow, RolloutProducer, fresh_groups  # noqa: E402
+from mtrl_gym.rollout.sources.asynchronous import PolicyShadow, RolloutProducer, fresh_groups  # noqa: E402
 from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 

@@ -25,7 +25,7 @@ from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
 from mtrl_gym.trainers.grpo.factory import make_rollout_engine  # noqa: E402
 from mtrl_gym.trainers.grpo.policy import prepare_policy  # noqa: E402
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
-from mtrl_gym.trainers.ray_workers import RayRolloutEngine, start_local_ray  # noqa: E402
+from mtrl_gym.rollout.sources.ray_workers import RayRolloutEngine, start_local_ray  # noqa: E402
 
 TASKS = [{"id": f"t{i}", "turns": 1 + i % 2, "letters": "aeiou"[: 1 + i % 5]} for i in range(8)]
 HOME_RAY = Path.home() / ".ray"

@@ -17,7 +17,7 @@ pytest.importorskip("peft")
 from tiny_models import build_tiny_llama
 from toy_envs import VowelEnv
 
-from mtrl_gym.trainers.agent_source import (
+from mtrl_gym.rollout.sources.agent import (
     AgentRolloutSource,
     AgentSourceConfig,
     agent_row,

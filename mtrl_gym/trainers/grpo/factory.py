@@ -89,7 +89,7 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
 
     specs = config.val_env_wrappers if validation else config.env_wrappers
     if env is None and is_multiagent(config.env):  # PettingZoo envs: one trajectory per trained seat
-        from mtrl_gym.trainers.multiagent_rollout import MultiAgentRolloutEngine
+        from mtrl_gym.rollout.sources.multiagent import MultiAgentRolloutEngine
 
         if getattr(config, "constrained", False):
             raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")

@@ -14,9 +14,9 @@ One step of :class:`GRPOTrainer` reads top to bottom in :meth:`GRPOTrainer.train
 5. **logging**: metrics to ``metrics.jsonl`` and the tracker, a sample of trajectories.
 
 With ``async_rollouts`` step 1 takes a batch a background producer sampled ahead, with
-weights at most ``max_staleness`` steps old (:mod:`mtrl_gym.trainers.async_rollouts`);
+weights at most ``max_staleness`` steps old (:mod:`mtrl_gym.rollout.sources.asynchronous`);
 with ``rollout_backend: ray`` the episodes are played by Ray actors
-(:mod:`mtrl_gym.trainers.ray_workers`). Both are described in docs/scaling.md.
+(:mod:`mtrl_gym.rollout.sources.ray_workers`). Both are described in docs/scaling.md.
 
 :meth:`GRPOTrainer.train` runs steps until ``max_steps``/``max_epochs``, validates every
 ``val_every`` steps on held-out tasks, checkpoints every ``save_every`` steps, and on
@@ -45,8 +45,8 @@ import numpy as np
 import torch
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.trainers.agent_source import make_agent_source
-from mtrl_gym.trainers.async_rollouts import PolicyShadow, RolloutProducer, fresh_groups
+from mtrl_gym.rollout.sources.agent import make_agent_source
+from mtrl_gym.rollout.sources.asynchronous import PolicyShadow, RolloutProducer, fresh_groups
 from mtrl_gym.trainers.grpo import checkpoint as ckpt
 from mtrl_gym.trainers.grpo.batching import resolve_packing
 from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -155,7 +155,7 @@ class GRPOTrainer:
             tokenizer=tokenizer, model_name=config.model, seed=config.seed, **config.sampler_kwargs)
         source = make_agent_source if config.agent else make_rollout_engine  # your own agent, or ours
         if config.rollout_backend == "ray":  # training episodes on Ray actors; validation stays here
-            from mtrl_gym.trainers.ray_workers import RayRolloutEngine
+            from mtrl_gym.rollout.sources.ray_workers import RayRolloutEngine
 
             self.train_engine = RayRolloutEngine(config, self.policy, tokenizer, env=env)
         else:

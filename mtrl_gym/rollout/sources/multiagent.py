@@ -26,7 +26,7 @@ same code. What is new here is only the game loop around the seats:
 * **Failures.** A seat whose episode ends early (sampler error, token or time budget,
   ``max_turns``) plays empty text for the rest of its game; the others play on.
 
->>> from mtrl_gym.trainers.multiagent_rollout import MultiAgentRolloutEngine  # doctest: +SKIP
+>>> from mtrl_gym.rollout.sources.multiagent import MultiAgentRolloutEngine  # doctest: +SKIP
 >>> engine = MultiAgentRolloutEngine("mtrl/WordleDuel-v0", sampler, tokenizer, group_size=4,
 ...                                  seats={"player_1": "solver"})            # doctest: +SKIP
 >>> trajectories = engine.collect([{"answer": "paste", "id": "t0"}])          # doctest: +SKIP
