@@ -9,9 +9,9 @@ work) for ``--steps`` steps after one warm-up step that is not timed. The model 
 embedded SmolLM2-135M, or ``random-small``: a randomly initialised 4-layer Llama (hidden
 size 256) with SmolLM2's tokenizer, a quicker run with the same shape of work:
 
-* **sync**: sample a batch, update, repeat (``async_rollouts: false``);
+* **sync**: sample a batch, update, repeat (``source: local``);
 * **async k=1**, **async k=2**: a producer thread samples ahead with weights at most k
-  steps old (``async_rollouts: true, max_staleness: k``);
+  steps old (``source: {name: async, max_staleness: k}``);
 * with ``--ray-workers N`` also **ray xN** and **ray xN k=1**: the same, the episodes played
   by N Ray actors with a model copy each (a local cluster of N CPUs, started by the script):
   the per-step overhead of the Ray round trip and the weight push, for the cost model of
@@ -40,8 +40,8 @@ import torch
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 
-MODES = {"sync": {"async_rollouts": False}, "async k=1": {"async_rollouts": True, "max_staleness": 1},
-         "async k=2": {"async_rollouts": True, "max_staleness": 2}}
+MODES = {"sync": {"source": {"name": "local"}}, "async k=1": {"source": {"name": "async", "max_staleness": 1}},
+         "async k=2": {"source": {"name": "async", "max_staleness": 2}}}
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
 
         ray_dir = tempfile.mkdtemp(prefix="ray-bench-")
         start_local_ray(args.ray_workers, temp_dir=ray_dir)
-        on_ray = {"rollout_backend": "ray", "ray_workers": args.ray_workers}
-        modes[f"ray x{args.ray_workers}"] = on_ray
-        modes[f"ray x{args.ray_workers} k=1"] = {**on_ray, "async_rollouts": True, "max_staleness": 1}
+        on_ray = {"name": "ray", "workers": args.ray_workers}
+        modes[f"ray x{args.ray_workers}"] = {"source": on_ray}
+        modes[f"ray x{args.ray_workers} k=1"] = {"source": {"name": "async", "max_staleness": 1, "source": on_ray}}
     print(f"GRPO on Wordle, {args.model}, {args.tasks} tasks x {args.group_size} episodes, "
           f"{args.max_new_tokens} new tokens, {args.steps} timed steps, {args.threads} torch threads, "
           f"device {args.device or ('cuda' if torch.cuda.is_available() else 'cpu')}")

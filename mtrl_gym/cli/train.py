@@ -170,7 +170,7 @@ def _check_output_dir(path: Path) -> None:
 def _check_env(config) -> None:
     from mtrl_gym.error import ConfigError
     from mtrl_gym.registry import is_multiagent, make, make_multiagent, spec
-    from mtrl_gym.trainers.grpo.factory import build_wrappers
+    from mtrl_gym.rollout.sources.local import build_wrappers
 
     build_wrappers(config.val_env_wrappers)  # every name resolves
     if is_multiagent(config.env):  # a PettingZoo env: it must build (env wrappers are refused for these)

@@ -58,6 +58,7 @@ from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.template import REPLY_MODES, ChatRenderer, env_reply_messages
 from mtrl_gym.rollout.metrics import STOP_REASONS, aggregate_metrics, episode_metrics
 from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
+from mtrl_gym.rollout.sources.base import RolloutSource
 from mtrl_gym.rollout.trajectory import Trajectory, json_safe
 
 __all__ = ["RolloutConfig", "RolloutEngine", "collect", "aggregate_metrics", "STOP_REASONS", "UNFINISHED_STOPS"]
@@ -164,8 +165,10 @@ class _Episode:
     env_hung: bool = False
 
 
-class RolloutEngine:
+class RolloutEngine(RolloutSource):
     """Plays batches of episodes with one sampler; reuse it across training steps.
+
+    The local :class:`~mtrl_gym.rollout.sources.base.RolloutSource`: new weights go to its sampler.
 
     Args:
         env: a registered env id (``"mtrl/Wordle-v0"``) or a callable returning a new env.
@@ -232,11 +235,9 @@ class RolloutEngine:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def update_policy(self, model: Any, *, version: int) -> None:
+        """Hand the sampler the new weights (HF: drop stale KV caches; vLLM: load them)."""
+        self.sampler.update_policy(model, version=version)
 
     # ------------------------------------------------------------------ main loop
 

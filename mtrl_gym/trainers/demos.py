@@ -251,7 +251,7 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
     ``config.env``; ``tasks`` replaces the generated training split (None rows let the env
     draw tasks from the reset seeds).
     """
-    from mtrl_gym.trainers.grpo.factory import build_wrappers
+    from mtrl_gym.rollout.sources.local import build_wrappers
 
     if tokenizer is None:
         from mtrl_gym import models

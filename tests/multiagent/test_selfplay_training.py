@@ -69,7 +69,7 @@ def test_cli_trains_on_the_duel(tmp_path, chatml_tokenizer):
     code = main(["train", "--env", "mtrl/WordleDuel-v0", "--model", str(model_dir), "--max-steps", "1",
                  "--global-batch-size", "1", "--group-size", "2", "--max-turns", "1", "--max-new-tokens", "6",
                  "--max-episode-tokens", "2048", "--val-every", "0", "--tracker", "none", "--lora-rank", "2",
-                 "--train-size", "8", "--val-size", "2", "--seats", '{"player_1": "random"}',
+                 "--train-size", "8", "--val-size", "2", "--source", '{"name": "selfplay", "seats": {"player_1": "random"}}',
                  "--output-dir", str(tmp_path / "cli-run")])
     assert code == 0
     summary = json.loads((tmp_path / "cli-run" / "summary.json").read_text())

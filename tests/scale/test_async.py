@@ -52,8 +52,8 @@ def run(tmp_path, name, tokenizer, steps=3, **overrides):
 
 def test_max_staleness_0_is_the_synchronous_run_bit_for_bit(tmp_path, chatml_tokenizer):
     sync_params, sync_trajs, sync_records = run(tmp_path, "sync", chatml_tokenizer)
-    async_params, async_trajs, async_records = run(tmp_path, "async", chatml_tokenizer, async_rollouts=True,
-                                                   max_staleness=0)
+    async_params, async_trajs, async_records = run(tmp_path, "async", chatml_tokenizer,
+                                                   source={"name": "async", "max_staleness": 0})
     for step in sync_trajs:
         a, b = sync_trajs[step], async_trajs[step]
         assert [t.token_ids for t in a] == [t.token_ids for t in b]
@@ -70,7 +70,7 @@ def test_max_staleness_0_is_the_synchronous_run_bit_for_bit(tmp_path, chatml_tok
 
 
 def test_max_staleness_2_never_trains_on_older_batches_and_logs_async_metrics(tmp_path, chatml_tokenizer):
-    _, trajs, records = run(tmp_path, "k2", chatml_tokenizer, steps=5, async_rollouts=True, max_staleness=2,
+    _, trajs, records = run(tmp_path, "k2", chatml_tokenizer, steps=5, source={"name": "async", "max_staleness": 2},
                             val_every=0)
     train = [r for r in records if r["kind"] == "train"]
     assert len(train) == 5
@@ -88,8 +88,8 @@ def test_max_staleness_2_never_trains_on_older_batches_and_logs_async_metrics(tm
 
 
 def test_async_run_resumes_from_its_checkpoint_at_the_batch_it_trained_last(tmp_path, chatml_tokenizer):
-    _, full, _ = run(tmp_path, "full", chatml_tokenizer, steps=3, async_rollouts=True, max_staleness=0, val_every=0)
-    run(tmp_path, "part", chatml_tokenizer, steps=2, async_rollouts=True, max_staleness=0, val_every=0)
+    _, full, _ = run(tmp_path, "full", chatml_tokenizer, steps=3, source={"name": "async", "max_staleness": 0}, val_every=0)
+    run(tmp_path, "part", chatml_tokenizer, steps=2, source={"name": "async", "max_staleness": 0}, val_every=0)
     config = GRPOConfig.load(str(tmp_path / "part" / "config.yaml"), overrides=["max_steps=3"])
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2], resume=tmp_path / "part")
@@ -114,18 +114,20 @@ def test_fresh_groups_keeps_whole_groups_no_older_than_the_bound(versions, group
 
 
 def test_async_config_values_are_checked():
-    with pytest.raises(ConfigError, match=r"`max_staleness` must be an integer >= 0, got -1"):
-        GRPOConfig(max_staleness=-1)
-    with pytest.raises(ConfigError, match=r"`rollout_backend` must be one of 'local', 'ray', got 'rey'.*'ray'"):
-        GRPOConfig(rollout_backend="rey")
-    with pytest.raises(ConfigError, match=r"`ray_worker_retries` must be 0 .* or 1 .*got 2"):
-        GRPOConfig(ray_worker_retries=2)
-    with pytest.raises(ConfigError, match=r"`ray_workers` must be an integer >= 1, got 0"):
-        GRPOConfig(ray_workers=0)
+    with pytest.raises(ConfigError, match=r"`source.max_staleness` must be an integer >= 0, got -1"):
+        GRPOConfig(source={"name": "async", "max_staleness": -1})
+    with pytest.raises(ConfigError, match=r"unknown rollout source 'rey'.*'ray'"):
+        GRPOConfig(source={"name": "rey"})
+    with pytest.raises(ConfigError, match=r"`source.worker_retries` must be 0 .* or 1 .*got 2"):
+        GRPOConfig(source={"name": "ray", "worker_retries": 2})
+    with pytest.raises(ConfigError, match=r"`source.workers` must be an integer >= 1, got 0"):
+        GRPOConfig(source={"name": "ray", "workers": 0})
     with pytest.raises(ConfigError, match=r"'ray' cannot be combined with sampler 'vllm'.*sampler=openai"):
-        GRPOConfig(rollout_backend="ray", sampler="vllm")
-    with pytest.raises(ConfigError, match=r"`async_rollouts` must be true or false"):
-        GRPOConfig(async_rollouts="maybe")
+        GRPOConfig(source={"name": "ray"}, sampler="vllm")
+    with pytest.raises(ConfigError, match=r"'ray' cannot be combined with sampler 'vllm'.*sampler=openai"):
+        GRPOConfig(source={"name": "async", "source": {"name": "ray"}}, sampler="vllm")
+    with pytest.raises(ConfigError, match=r"`source` 'local' has no option\(s\) \['max_staleness'\]"):
+        GRPOConfig(source={"name": "local", "max_staleness": 1})
 
 
 def test_a_failing_producer_raises_rollout_error_in_the_trainer_thread(chatml_tokenizer):

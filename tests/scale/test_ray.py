@@ -22,9 +22,10 @@ from toy_envs import VowelEnv  # noqa: E402
 
 from mtrl_gym.rollout.samplers.hf import HFSampler  # noqa: E402
 from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
-from mtrl_gym.trainers.grpo.factory import make_rollout_engine  # noqa: E402
+from mtrl_gym.rollout.sources.local import make_rollout_engine  # noqa: E402
 from mtrl_gym.trainers.grpo.policy import prepare_policy  # noqa: E402
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
+from mtrl_gym.rollout.sources.factory import parse_source  # noqa: E402
 from mtrl_gym.rollout.sources.ray_workers import RayRolloutEngine, start_local_ray  # noqa: E402
 
 TASKS = [{"id": f"t{i}", "turns": 1 + i % 2, "letters": "aeiou"[: 1 + i % 5]} for i in range(8)]
@@ -57,7 +58,7 @@ def config(tmp_path, **overrides) -> GRPOConfig:
     values = dict(output_dir=str(tmp_path / "run"), global_batch_size=3, group_size=2, max_steps=2,
                   max_new_tokens=6, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
                   tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=6, seed=0,
-                  rollout_backend="ray", ray_workers=2)
+                  source={"name": "ray", "workers": 2})
     values.update(overrides)
     return GRPOConfig(**values)
 
@@ -96,7 +97,8 @@ def test_ray_workers_give_the_local_engines_trajectories_for_the_same_seeds(ray_
     local = make_rollout_engine(cfg, HFSampler(policy, chatml_tokenizer), chatml_tokenizer, env=VowelEnv)
     expected = local.collect(tasks, seed=1234)
     local.close()
-    with RayRolloutEngine(cfg, tiny_policy(chatml_tokenizer, cfg), chatml_tokenizer, env=VowelEnv) as engine:
+    with RayRolloutEngine(cfg, tiny_policy(chatml_tokenizer, cfg), chatml_tokenizer, env=VowelEnv,
+                          options=parse_source(cfg.source).options) as engine:
         engine.update_policy(policy, version=3)
         got = engine.collect(tasks, seed=1234)
         assert len({ray.get(w.describe.remote())["pid"] for w in engine.workers}) == 2  # two processes
@@ -109,9 +111,10 @@ def test_ray_workers_give_the_local_engines_trajectories_for_the_same_seeds(ray_
 @pytest.mark.parametrize("retries", [0, 1])
 def test_a_worker_killed_mid_step_fails_or_retries_its_episodes_and_the_step_completes(
         ray_cluster, tmp_path, chatml_tokenizer, retries):
-    cfg = config(tmp_path, ray_worker_retries=retries)
+    cfg = config(tmp_path, source={"name": "ray", "workers": 2, "worker_retries": retries})
     policy = tiny_policy(chatml_tokenizer, cfg)
-    with RayRolloutEngine(cfg, policy, chatml_tokenizer, env=VowelEnv) as engine:
+    with RayRolloutEngine(cfg, policy, chatml_tokenizer, env=VowelEnv,
+                          options=parse_source(cfg.source).options) as engine:
         engine.update_policy(policy, version=0)
         reference = engine.collect(TASKS[:3], seed=7)
         pending = engine.submit(TASKS[:3], seed=7)  # shards: groups [0, 2) on worker 0, [2, 3) on worker 1
@@ -137,7 +140,8 @@ def test_a_worker_killed_mid_step_fails_or_retries_its_episodes_and_the_step_com
 
 
 def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, chatml_tokenizer):
-    cfg = config(tmp_path, async_rollouts=True, max_staleness=1, max_steps=3, val_every=3, val_max_tasks=2)
+    cfg = config(tmp_path, source={"name": "async", "max_staleness": 1, "source": {"name": "ray", "workers": 2}},
+                 max_steps=3, val_every=3, val_max_tasks=2)
     trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2])
     try:
@@ -156,7 +160,7 @@ def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, 
 def test_ray_backend_refuses_multiagent_envs(ray_cluster, tmp_path, chatml_tokenizer):
     from mtrl_gym.error import ConfigError
 
-    with pytest.raises(ConfigError, match=r"'mtrl/WordleDuel-v0' is a multi-agent env: use rollout_backend 'local'"):
+    with pytest.raises(ConfigError, match=r"'mtrl/WordleDuel-v0' is a multi-agent env: use source 'selfplay'"):
         RayRolloutEngine(config(tmp_path, env="mtrl/WordleDuel-v0"), None, chatml_tokenizer)
 
 

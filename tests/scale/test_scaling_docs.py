@@ -30,8 +30,8 @@ def test_every_train_command_resolves_to_a_valid_config(capsys):
     for args in found:
         assert main([*args, "--print-config"]) == 0, args
     out = capsys.readouterr().out
-    assert "rollout_backend: ray" in out and "async_rollouts: true" in out and "max_staleness: 2" in out
-    assert "ray_address: auto" in out and "reload_dir: /shared/adapters" in out
+    assert "name: ray" in out and "name: async" in out and "max_staleness: 2" in out
+    assert "address: auto" in out and "reload_dir: /shared/adapters" in out
 
 
 def test_the_serve_command_parses():
@@ -43,9 +43,11 @@ def test_the_serve_command_parses():
 
 
 def test_the_config_table_states_the_defaults():
-    defaults = GRPOConfig()
-    rows = re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", DOC, re.M)
-    assert {name for name, _ in rows} == {"async_rollouts", "max_staleness", "rollout_backend", "ray_address",
-                                          "ray_workers", "ray_worker_retries"}
-    for name, default in rows:
-        assert json.loads(default) == getattr(defaults, name), name
+    from mtrl_gym.rollout.sources.factory import SOURCES
+
+    assert GRPOConfig().source == {"name": "local"}
+    rows = re.findall(r"^\| `(\w+)\.(\w+)` \| `([^`]+)` \|", DOC, re.M)
+    assert {f"{kind}.{name}" for kind, name, _ in rows} == {"async.max_staleness", "async.source", "ray.address",
+                                                            "ray.workers", "ray.worker_retries"}
+    for kind, name, default in rows:
+        assert json.loads(default) == getattr(SOURCES[kind].options(), name), name

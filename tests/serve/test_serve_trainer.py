@@ -120,7 +120,7 @@ def _config(tmp_path, **overrides) -> GRPOConfig:
 
 
 def test_grpo_steps_on_an_agents_sessions_update_the_adapter(tmp_path, agents_file, chatml_tokenizer):
-    config = _config(tmp_path, agent=f"{agents_file}:vowels", env="mtrl/Wordle-v0")
+    config = _config(tmp_path, source={"name": "agent", "target": f"{agents_file}:vowels"}, env="mtrl/Wordle-v0")
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=[{"id": f"t{i}"} for i in range(4)], val_tasks=[])
     try:
@@ -145,7 +145,8 @@ def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokeni
     model_dir = tmp_path / "tiny"
     build_tiny_llama(len(chatml_tokenizer), seed=0).save_pretrained(model_dir)
     chatml_tokenizer.save_pretrained(model_dir)
-    argv = ["train", "--agent", f"{EXAMPLES / 'agent_openai_sdk.py'}:run", "--model", str(model_dir),
+    argv = ["train", "--set", "source.name=agent", "--set", f"source.target={EXAMPLES / 'agent_openai_sdk.py'}:run",
+            "--model", str(model_dir),
             "--output-dir", str(tmp_path / "run"), "--max-steps", "2", "--global-batch-size", "2",
             "--group-size", "2", "--max-new-tokens", "8", "--lora-rank", "4", "--tracker", "none",
             "--val-every", "0", "--save-every", "0", "--no-progress", "--train-size", "8", "--val-size", "2"]
@@ -168,12 +169,13 @@ def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokeni
 
 
 def test_a_format_prefill_is_refused_with_an_agent(tmp_path, agents_file, chatml_tokenizer):
-    config = _config(tmp_path, agent=f"{agents_file}:vowels", assistant_prefix="<tool_call>")
-    with pytest.raises(Exception, match="`assistant_prefix` cannot be used with `agent`"):
+    config = _config(tmp_path, source={"name": "agent", "target": f"{agents_file}:vowels"},
+                     assistant_prefix="<tool_call>")
+    with pytest.raises(Exception, match="`assistant_prefix` cannot be used with the agent source"):
         GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer)), tokenizer=chatml_tokenizer, env=VowelEnv,
                     train_tasks=[{"id": "a"}], val_tasks=[])
-    with pytest.raises(Exception, match="`agent` must be 'pkg.module:function'"):
-        _config(tmp_path, agent="just_a_name")
+    with pytest.raises(Exception, match="`source.target` of the agent source must be 'pkg.module:function'"):
+        _config(tmp_path, source={"name": "agent", "target": "just_a_name"})
 
 
 def test_an_http_agent_endpoint_gets_the_row_and_its_session_url(tiny_model, chatml_tokenizer):

@@ -53,7 +53,7 @@ def test_ctrl_c_then_resume_equals_the_straight_run(tmp_path, chatml_tokenizer):
     straight.train()
     interrupted = make_trainer(tmp_path / "b", chatml_tokenizer, max_steps=2)
     interrupted.sampler = InterruptingSampler(interrupted.policy, chatml_tokenizer, at=2, seed=0)
-    interrupted.train_engine.sampler = interrupted.sampler
+    interrupted.source.sampler = interrupted.sampler
     with pytest.raises(KeyboardInterrupt):
         interrupted.train()
     resumed = make_trainer(tmp_path / "b", chatml_tokenizer, max_steps=2, resume=tmp_path / "b" / "run")

@@ -103,7 +103,7 @@ class TerminatingSampler(InterruptingSampler):
 def test_sigterm_checkpoints_and_writes_a_summary_like_ctrl_c(tmp_path, chatml_tokenizer):
     trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=3)
     trainer.sampler = TerminatingSampler(trainer.policy, chatml_tokenizer, at=2, seed=0)
-    trainer.train_engine.sampler = trainer.sampler
+    trainer.source.sampler = trainer.sampler
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):
         trainer.train()

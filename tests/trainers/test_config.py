@@ -57,7 +57,7 @@ def test_bad_values_are_rejected_with_the_field_value_and_fix(changes, message):
 
 
 def test_rollout_fields_reach_the_rollout_engine_config():
-    from mtrl_gym.trainers.grpo.factory import rollout_config
+    from mtrl_gym.rollout.sources.local import rollout_config
 
     cfg = GRPOConfig(unfinished_reward="-0.5", stop=['"'], assistant_prefix="<tool_call>", max_new_tokens=6)
     train = rollout_config(cfg)

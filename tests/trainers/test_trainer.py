@@ -108,7 +108,7 @@ class FlakySampler(Sampler):
 def test_a_failing_rollout_does_not_stop_the_step(tmp_path, chatml_tokenizer):
     trainer = make_trainer(tmp_path, chatml_tokenizer)
     trainer.sampler = FlakySampler(HFSampler(trainer.policy, chatml_tokenizer))
-    trainer.train_engine.sampler = trainer.sampler
+    trainer.source.sampler = trainer.sampler
     lora = params(trainer.policy, lora=True)
     m = trainer.train_step()
     assert m["rollout/failure_rate"] == 0.25 and m["rollout/reward_min"] == -1.0  # the env's minimum reward
@@ -279,7 +279,7 @@ def test_ctrl_c_checkpoints_the_last_completed_step(tmp_path, chatml_tokenizer):
     trainer = GRPOTrainer(config, model=model, tokenizer=chatml_tokenizer, env=VowelEnv, train_tasks=TASKS,
                           val_tasks=None, sampler=None)
     trainer.sampler = InterruptingSampler(trainer.policy, chatml_tokenizer, at=2, seed=0)
-    trainer.train_engine.sampler = trainer.sampler
+    trainer.source.sampler = trainer.sampler
     with pytest.raises(KeyboardInterrupt):
         trainer.train()  # single-turn episodes: one sample call per step, so step 2's rollout is interrupted
     state = torch.load(tmp_path / "run" / "checkpoints" / "step_000001" / "trainer_state.pt", weights_only=False)

@@ -46,7 +46,7 @@ def test_without_tools_the_system_message_is_exactly_the_prompt(chatml_tokenizer
 
 
 def test_usable_by_name_in_a_training_config():
-    from mtrl_gym.trainers.grpo.factory import resolve_wrapper
+    from mtrl_gym.rollout.sources.local import resolve_wrapper
 
     assert resolve_wrapper("SystemPrompt") is SystemPrompt
 

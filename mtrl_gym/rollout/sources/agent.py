@@ -23,7 +23,7 @@ Failures never stop a step: an agent that raises, returns no reward, never calls
 model, or runs past its time budget yields a trajectory with ``failed=True``, the reason,
 and the env's minimum reward. Each finished session becomes one
 :class:`~mtrl_gym.rollout.trajectory.Trajectory` (its last segment; see
-``GRPOConfig.agent_segments`` for sessions whose history the agent rewrote), so the
+``AgentOptions.segments`` for sessions whose history the agent rewrote), so the
 trainer computes advantages, metrics and logs exactly as for its own rollouts.
 """
 
@@ -46,14 +46,15 @@ from typing import Any
 import numpy as np
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.trainers.grpo.config import AGENT_SEGMENTS
 from mtrl_gym.rollout.metrics import episode_metrics
 from mtrl_gym.rollout.samplers.base import Sampler, SamplingParams
+from mtrl_gym.rollout.sources.base import RolloutSource
 from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = [
     "AGENT_SEGMENTS",
     "DEFAULT_AGENT_TIME_BUDGET_S",
+    "AgentOptions",
     "AgentRolloutSource",
     "AgentSourceConfig",
     "agent_row",
@@ -62,6 +63,8 @@ __all__ = [
 ]
 
 #: Time budget of an agent episode when ``episode_time_budget_s`` is not set.
+#: What ``source.segments`` may be: train the last segment of a rewritten session, or none of it.
+AGENT_SEGMENTS = ("last", "drop")
 DEFAULT_AGENT_TIME_BUDGET_S = 600.0
 
 AgentFn = Callable[[Mapping[str, Any], str], Any]
@@ -144,6 +147,29 @@ def agent_row(task: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
 
 
 @dataclass
+class AgentOptions:
+    """Options of the ``agent`` source: train your own agent instead of the built-in loop."""
+
+    target: str = ""
+    """The agent: ``pkg.module:function``, ``path/to/agent.py:function`` (called as
+    ``run(task_row, base_url) -> reward``) or an ``http(s)://`` endpoint that receives
+    ``{"task", "base_url", "session_id"}``. Each episode gets its own OpenAI-compatible
+    session URL on a local policy server; failures and episodes past
+    ``episode_time_budget_s`` (default 600 s here) get the env's minimum reward. See docs/agents.md."""
+    segments: str = "last"
+    """Sessions whose history the agent rewrote (a new token segment): ``last`` trains on
+    the last segment, ``drop`` keeps the reward in the group baseline but trains none of it."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, str) or ":" not in self.target:
+            raise ConfigError(f"`source.target` of the agent source must be 'pkg.module:function', "
+                              f"'agent.py:function' or an http(s) URL, got {self.target!r}")
+        if self.segments not in AGENT_SEGMENTS:
+            raise ConfigError(f"`source.segments` must be one of {', '.join(map(repr, AGENT_SEGMENTS))}, "
+                              f"got {self.segments!r}")
+
+
+@dataclass
 class AgentSourceConfig:
     """How agent episodes are run and recorded."""
 
@@ -194,11 +220,11 @@ class _Episode:
     ended: float | None = None
 
 
-class AgentRolloutSource:
+class AgentRolloutSource(RolloutSource):
     """Runs a user's agent against a local policy server; ``collect`` returns trajectories.
 
-    Same interface as :class:`~mtrl_gym.rollout.engine.RolloutEngine` (``collect(tasks,
-    seed=..., on_episode=...)``, ``close()``), so the trainer uses either.
+    A :class:`~mtrl_gym.rollout.sources.base.RolloutSource`, as the built-in loop is, so a
+    trainer uses either without knowing which.
 
     Args:
         agent: a spec for :func:`load_agent` or a callable ``(task_row, base_url) -> reward``.
@@ -212,6 +238,7 @@ class AgentRolloutSource:
         from mtrl_gym.serve.service import PolicyService, ServeConfig
 
         self.config = config or AgentSourceConfig()
+        self.sampler = sampler
         self.agent = load_agent(agent)
         self.agent_name = getattr(self.agent, "__name__", type(self.agent).__name__)
         c = self.config
@@ -229,11 +256,9 @@ class AgentRolloutSource:
     def close(self) -> None:
         self.server.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def update_policy(self, model: Any, *, version: int) -> None:
+        """Hand the sampler behind the server the new weights."""
+        self.sampler.update_policy(model, version=version)
 
     # ------------------------------------------------------------------ one batch
 
@@ -347,23 +372,23 @@ class AgentRolloutSource:
         return traj
 
 
-def make_agent_source(config: Any, sampler: Sampler, tokenizer, *, validation: bool = False,
+def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, tokenizer, *, validation: bool = False,
                       env: Any = None) -> AgentRolloutSource:
-    """The agent source of a :class:`~mtrl_gym.trainers.grpo.config.GRPOConfig` run
-    (``config.agent``), for training or validation. The failure reward and success
-    threshold come from the configured env (``env`` replaces ``config.env``)."""
+    """The agent source of a run (``source: {name: agent, target: ...}``), for training or
+    validation. The failure reward and success threshold come from the configured env
+    (``env`` replaces ``config.env``)."""
     import gymnasium
 
     from mtrl_gym import registry
-    from mtrl_gym.trainers.grpo.factory import rollout_config
+    from mtrl_gym.rollout.sources.local import rollout_config
 
     if config.assistant_prefix:
-        raise ConfigError("`assistant_prefix` cannot be used with `agent`: the agent writes its own turns (drop "
-                          "the prefill, or a preset that sets it such as 'cpu')")
+        raise ConfigError("`assistant_prefix` cannot be used with the agent source: the agent writes its own turns "
+                          "(drop the prefill, or a preset that sets it such as 'cpu')")
     ignored = [name for name in ("env_wrappers", "val_env_wrappers", "max_turns") if getattr(config, name)]
     if ignored and not validation:
         warnings.warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used with `agent`: the "
-                      "agent runs its own env, turns and reward", stacklevel=3)
+                      "agent runs its own env, turns and reward", stacklevel=5)
     rc = rollout_config(config, validation=validation)
     source = env if env is not None else config.env
     if callable(source):
@@ -387,8 +412,8 @@ def make_agent_source(config: Any, sampler: Sampler, tokenizer, *, validation: b
     budget = config.episode_time_budget_s or DEFAULT_AGENT_TIME_BUDGET_S
     limit = getattr(sampler, "max_context_length", None)
     context = min(config.max_episode_tokens, limit) if limit else config.max_episode_tokens
-    return AgentRolloutSource(config.agent, sampler, tokenizer, AgentSourceConfig(
+    return AgentRolloutSource(options.target, sampler, tokenizer, AgentSourceConfig(
         group_size=rc.group_size, sampling=rc.sampling, time_budget_s=budget, failure_reward=low,
-        segments=config.agent_segments, max_context_tokens=context, model_name=config.model,
+        segments=options.segments, max_context_tokens=context, model_name=config.model,
         seed=config.seed, success_threshold=threshold,
         env_id=config.env if isinstance(config.env, str) else "agent"))

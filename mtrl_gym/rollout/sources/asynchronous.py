@@ -1,7 +1,8 @@
 """Asynchronous rollouts with bounded staleness: sampling runs ahead of the optimiser.
 
-With ``async_rollouts: true`` the GRPO trainer no longer alternates "sample a batch, then
-update": a :class:`RolloutProducer` thread plays the batches of the next steps into a
+With ``source: {name: async, source: {...}}`` the GRPO trainer no longer alternates "sample
+a batch, then update": :class:`AsyncRollouts`, a wrapper around any other rollout source,
+runs a :class:`RolloutProducer` thread that plays the batches of the next steps into a
 small queue while the trainer updates on the current one.
 
 **Versions.** The policy version is the trainer's step count: version ``v`` is the policy
@@ -44,36 +45,40 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from mtrl_gym.error import ConfigError, RolloutError
+from mtrl_gym.rollout.sources.base import RolloutBatch, RolloutSource, TaskFeed
 from mtrl_gym.rollout.trajectory import Trajectory
 
-__all__ = ["RolloutBatch", "PolicyShadow", "RolloutProducer", "fresh_groups"]
+__all__ = ["AsyncOptions", "AsyncRollouts", "PolicyShadow", "RolloutProducer", "fresh_groups"]
 
 
 @dataclass
-class RolloutBatch:
-    """The trajectories of one training step's batch, as the producer made them."""
+class AsyncOptions:
+    """Options of the ``async`` source: another source, sampled ahead of the optimiser."""
 
-    step: int
-    """The training step the batch was drawn for (its tasks and rollout seed)."""
-    version: int
-    """Policy version (trainer step) whose weights sampled every trajectory of it."""
-    trajectories: list[Trajectory]
-    data_state: dict[str, Any]
-    """The task stream's state right after this batch's tasks were drawn (for checkpoints)."""
-    sample_s: float = 0.0
-    """Seconds the rollout took."""
-    idle_s: float = 0.0
-    """Seconds the producer waited (gate, queue or pause) before starting it."""
-    started: float = 0.0
-    ended: float = 0.0
-    """``time.monotonic()`` when the rollout started and ended."""
-    engine_metrics: dict[str, float] = field(default_factory=dict)
-    """The engine's own numbers for this collect (Ray workers: lost and retried episodes)."""
+    max_staleness: int = 1
+    """How many versions a batch may lag the policy it trains (the producer starts batch ``s``
+    only once version ``s - max_staleness`` exists; older ones are dropped and counted). 0
+    gives exactly the synchronous run."""
+    source: dict[str, Any] = field(default_factory=lambda: {"name": "local"})
+    """The source whose batches are sampled ahead (``{name: local}``, ``{name: ray, workers: 4}``, ...)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
+            raise ConfigError(f"`source.max_staleness` must be an integer >= 0, got {self.max_staleness!r}")
+        if isinstance(self.source, str):
+            self.source = {"name": self.source}
+        if not isinstance(self.source, Mapping) or self.source.get("name") == "async":
+            raise ConfigError("`source.source` of the async source names the source it samples ahead, e.g. "
+                              f"{{'name': 'local'}} (not another 'async'), got {self.source!r}")
+        from mtrl_gym.rollout.sources.factory import parse_source
+
+        parse_source(self.source)  # its options are checked now, not when the run starts
+        self.source = dict(self.source)
 
 
 def fresh_groups(trajectories: Sequence[Trajectory], *, step: int, group_size: int,
@@ -280,3 +285,86 @@ class RolloutProducer:
                 self._cond.notify_all()
             step += 1
 
+
+class AsyncRollouts(RolloutSource):
+    """A rollout source that samples the batches of the next steps ahead, from ``inner``.
+
+    The inner source samples a :class:`PolicyShadow` of ``policy``; :meth:`update_policy`
+    stages new weights, which the producer applies between batches. :meth:`batch` drops
+    groups older than ``max_staleness`` (a whole stale batch: it takes the next one) and
+    reports ``async/*`` metrics with the inner source's own.
+    """
+
+    def __init__(self, inner: RolloutSource, policy: Any, *, max_staleness: int, group_size: int):
+        if max_staleness < 0:
+            raise ConfigError(f"`max_staleness` must be >= 0, got {max_staleness!r}")
+        self.inner = inner
+        self.policy = policy
+        self.max_staleness = int(max_staleness)
+        self.group_size = int(group_size)
+        self.samples_stale = self.max_staleness > 0
+        self.shadow = PolicyShadow(policy)
+        self._producer: RolloutProducer | None = None
+        self._feed: TaskFeed | None = None
+        self._published = 0
+
+    def _collect(self, tasks: Sequence[Mapping[str, Any] | None], step: int):
+        trajectories = self.inner.collect(tasks, seed=self._feed.seed(step))
+        return trajectories, dict(self.inner.last_metrics or {})
+
+    def _start(self, step: int, feed: TaskFeed) -> RolloutProducer:
+        if self._producer is None:
+            self._feed = feed
+            self._producer = RolloutProducer(self._collect, feed.draw, shadow=self.shadow,
+                                             push=lambda model, version: self.inner.update_policy(model,
+                                                                                                  version=version),
+                                             max_staleness=self.max_staleness, start_step=step,
+                                             last_step=step if feed.last_step is None else feed.last_step)
+            self._producer.publish(self.policy, step)
+        return self._producer
+
+    def batch(self, step: int, feed: TaskFeed) -> RolloutBatch:
+        """The next batch the producer made, its groups older than ``max_staleness`` dropped (and counted)."""
+        producer = self._start(step, feed)
+        producer.start()
+        dropped, waited, intervals = 0, 0.0, []
+        while True:
+            batch, wait_s, depth = producer.take(step)
+            waited += wait_s
+            intervals.append((batch.started, batch.ended))
+            kept, lost, ages = fresh_groups(batch.trajectories, step=step, group_size=self.group_size,
+                                            max_staleness=self.max_staleness)
+            dropped += lost
+            if kept:
+                break
+            producer.allow_one_more()  # a whole batch was too old: the step trains on the next one
+        metrics = {"async/policy_version": float(batch.version), "async/staleness_mean": float(sum(ages) / len(ages)),
+                   "async/staleness_max": float(max(ages)), "async/dropped": float(dropped),
+                   "async/queue_depth": float(depth), "async/trainer_wait_s": waited,
+                   "async/sampler_idle_s": batch.idle_s, "async/sample_s": batch.sample_s}
+        metrics.update(batch.engine_metrics)
+        return RolloutBatch(step, batch.version, kept, batch.data_state, batch.sample_s, batch.idle_s,
+                            batch.started, batch.ended, metrics, intervals)
+
+    def update_policy(self, model: Any, *, version: int) -> None:
+        """Stage the new weights for the producer; before it runs (a resumed run), push them at once."""
+        if self._producer is not None:
+            self._producer.publish(model, version)
+        else:
+            self.inner.update_policy(model, version=version)
+
+    def paused(self) -> AbstractContextManager[None]:
+        """The producer idle, with the newest weights applied (validation samples the shadow)."""
+        if self._producer is None:
+            return nullcontext()
+        return self._producer.paused()
+
+    def stop(self) -> None:
+        """Stop the producer; batches drawn ahead are discarded (the trainer rewinds its task stream)."""
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+
+    def close(self) -> None:
+        self.stop()
+        self.inner.close()

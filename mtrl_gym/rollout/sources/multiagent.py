@@ -47,10 +47,25 @@ from mtrl_gym.rollout.engine import EnvSource, RolloutConfig, RolloutEngine, _Ep
 from mtrl_gym.rollout.samplers.base import Sampler
 from mtrl_gym.rollout.trajectory import Trajectory
 
-__all__ = ["MultiAgentRolloutEngine", "collect_multiagent", "SELF"]
+__all__ = ["MultiAgentRolloutEngine", "SelfPlayOptions", "collect_multiagent", "make_selfplay_engine", "SELF"]
 
 #: The seat value that means "played by the sampler being trained".
 SELF = "self"
+
+
+@dataclass
+class SelfPlayOptions:
+    """Options of the ``selfplay`` source (``source: {name: selfplay, seats: {...}}``), for multi-agent envs."""
+
+    seats: dict[str, str] = field(default_factory=dict)
+    """Who plays each seat, ``"self"`` (the policy being trained) or a reference policy of
+    the env (``{"player_1": "solver"}``); seats not named are ``"self"`` (self-play). Each
+    trained seat of each task is its own GRPO group."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.seats, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
+                                                        for k, v in self.seats.items()):
+            raise ConfigError(f'`source.seats` must map seat names to "self" or a policy name, got {self.seats!r}')
 
 
 @dataclass
@@ -305,3 +320,17 @@ def collect_multiagent(env: EnvSource, tasks: Sequence[Mapping[str, Any] | None]
     with MultiAgentRolloutEngine(env, sampler, tokenizer, config, seats=seats, **overrides) as engine:
         base = engine.config.seed if seed is None else seed
         return engine.collect(tasks, seed=base)
+
+
+def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler, tokenizer, *,
+                         validation: bool = False, env: EnvSource | None = None) -> MultiAgentRolloutEngine:
+    """The ``selfplay`` source of a run: its multi-agent env (``env`` replaces ``config.env``), seats as
+    ``options`` say, training or validation rollouts."""
+    from mtrl_gym.rollout.sources.local import build_wrappers, rollout_config
+
+    if config.constrained:
+        raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")
+    specs = config.val_env_wrappers if validation else config.env_wrappers
+    return MultiAgentRolloutEngine(env if env is not None else config.env, sampler, tokenizer,
+                                   rollout_config(config, validation=validation), seats=dict(options.seats),
+                                   wrappers=build_wrappers(specs))

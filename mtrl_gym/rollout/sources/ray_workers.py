@@ -1,6 +1,6 @@
 """Rollout workers on Ray: the training batch's episodes played by N actors, on one machine or a cluster.
 
-With ``rollout_backend: ray`` the GRPO trainer's training rollouts go through a
+With ``source: {name: ray}`` the GRPO trainer's training rollouts go through a
 :class:`RayRolloutEngine` instead of the in-process
 :class:`~mtrl_gym.rollout.engine.RolloutEngine`. It has the same ``collect(tasks, seed=)``
 and returns the same :class:`~mtrl_gym.rollout.trajectory.Trajectory` objects (sent back
@@ -12,20 +12,20 @@ in their JSON form, ``Trajectory.to_dict``). Each actor owns its envs and a samp
 * ``sampler: openai``: a client of an OpenAI-compatible endpoint (``vllm serve``,
   ``mtrl-gym serve``) that the driver keeps up to date; the actor holds no model.
 
-**Sharding and seeds.** A batch of G groups is cut into ``ray_workers`` contiguous shards;
+**Sharding and seeds.** A batch of G groups is cut into ``workers`` contiguous shards;
 the shard starting at group ``g0`` is played with the batch's seed and
 ``group_offset=g0``, so every episode resets and samples with the seeds the local engine
 would give it: the same seeds give the same trajectories (``tests/scale/test_ray.py``).
 
 **A worker that dies** (node lost, out of memory, ``ray.kill``) fails only its shard: with
-``ray_worker_retries: 0`` its episodes come back as failed trajectories (the env's minimum
+``worker_retries: 0`` its episodes come back as failed trajectories (the env's minimum
 reward, ``failure_reason`` naming the worker, ``metrics["worker_lost"] = 1``); with ``1``
 the shard is played again, once, on a fresh worker that gets the current weights. Either
-way the step completes and the pool is back to ``ray_workers`` actors for the next one.
+way the step completes and the pool is back to ``workers`` actors for the next one.
 ``last_metrics`` counts it: ``ray/workers``, ``ray/lost_episodes``, ``ray/retried_shards``,
 ``ray/restarted_workers``.
 
-**No files in the user's home.** A local cluster (``ray_address`` None) is started with
+**No files in the user's home.** A local cluster (``address`` None) is started with
 token authentication whose token lives in the environment (``RAY_AUTH_TOKEN``), not in
 ``~/.ray/auth_token``, without the dashboard, and with usage statistics off; see
 :func:`start_local_ray`.
@@ -46,9 +46,34 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError, DependencyNotInstalled, RolloutError
 from mtrl_gym.rollout.metrics import episode_metrics
+from mtrl_gym.rollout.sources.base import RolloutSource
 from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["RayRolloutEngine", "RolloutWorker", "shard_bounds", "start_local_ray"]
+
+
+@dataclass
+class RayOptions:
+    """Options of the ``ray`` source (``source: {name: ray, workers: 4}``); needs
+    ``pip install "mtrl-gym[ray]"``. Validation stays in the trainer's process."""
+
+    address: str | None = None
+    """Ray cluster to join (``auto``, ``ray://host:10001``); None starts a local one."""
+    workers: int = 2
+    """Rollout actors; each plays a contiguous share of the batch's groups."""
+    worker_retries: int = 0
+    """Episodes of a worker that dies: 0 makes them failed trajectories (minimum reward),
+    1 plays them again once on a fresh worker (the step waits for it)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ConfigError(f"`source.workers` must be an integer >= 1, got {self.workers!r}")
+        if self.worker_retries not in (0, 1) or isinstance(self.worker_retries, bool):
+            raise ConfigError(f"`source.worker_retries` must be 0 (failed trajectories) or 1 (retry once), "
+                              f"got {self.worker_retries!r}")
+        if self.address is not None and (not isinstance(self.address, str) or not self.address):
+            raise ConfigError(f"`source.address` must be a cluster address such as 'auto' or None, "
+                              f"got {self.address!r}")
 
 
 def _ray():
@@ -110,7 +135,7 @@ class RolloutWorker:
     it is a plain class, so it can also be tested or run in-process.
 
     Args:
-        config: the run's config as a dict (``GRPOConfig.to_dict()``).
+        config: the run's config (a picklable GRPO config object).
         policy, tokenizer: the policy to copy (``hf``; None for ``openai``) and its tokenizer.
         env: the env id or factory the trainer was given (None: ``config["env"]``).
         torch_threads: intra-op threads of this worker's torch (1 keeps N workers from fighting).
@@ -118,8 +143,8 @@ class RolloutWorker:
 
     def __init__(self, config: Mapping[str, Any], policy: Any, tokenizer: Any, env: Any = None,
                  torch_threads: int = 1):
-        from mtrl_gym.trainers.grpo.config import GRPOConfig
-        from mtrl_gym.trainers.grpo.factory import make_rollout_engine, make_sampler
+        from mtrl_gym.rollout.samplers.factory import make_sampler
+        from mtrl_gym.rollout.sources.local import make_rollout_engine
 
         if policy is not None:
             import torch
@@ -127,7 +152,7 @@ class RolloutWorker:
             torch.set_num_threads(int(torch_threads))
             policy.eval()
             policy.requires_grad_(False)
-        cfg = GRPOConfig.from_dict(dict(config))
+        cfg = config
         self.model = policy
         self._params = dict(policy.named_parameters()) if policy is not None else {}
         self.sampler = make_sampler(cfg.sampler, policy=policy, tokenizer=tokenizer, model_name=cfg.model,
@@ -176,48 +201,53 @@ class _Pending:
     shards: list[_Shard]
 
 
-class RayRolloutEngine:
-    """Plays a batch's episodes on ``config.ray_workers`` Ray actors; same interface as the rollout engine.
+class RayRolloutEngine(RolloutSource):
+    """Plays a batch's episodes on ``options.workers`` Ray actors: the ``ray`` rollout source.
 
     Args:
-        config: the run's :class:`~mtrl_gym.trainers.grpo.config.GRPOConfig`.
+        config: the run's config (the GRPO config's fields; picklable: each worker gets a copy).
         policy: the model the workers copy (``hf``); ignored for ``openai``.
         tokenizer: its tokenizer.
         env: env id or factory (must be importable in the workers' processes).
+        options: the source's :class:`RayOptions` (cluster, workers, retries).
         actor_options: extra ``ray.remote`` options of each actor (``{"num_gpus": 1}``,
             ``{"resources": {...}}``); the default asks for one CPU.
+        local_sampler: the trainer's own sampler (validation), which gets new weights with the workers.
     """
 
-    def __init__(self, config: Any, policy: Any, tokenizer: Any, *, env: Any = None,
-                 actor_options: Mapping[str, Any] | None = None):
+    def __init__(self, config: Any, policy: Any, tokenizer: Any, *, options: RayOptions | None = None,
+                 env: Any = None, actor_options: Mapping[str, Any] | None = None, local_sampler: Any = None):
+        options = options or RayOptions()
+        if config.sampler not in ("hf", "openai"):
+            raise ConfigError(f"source 'ray' cannot be combined with sampler {config.sampler!r}; see docs/scaling.md")
         ray = _ray()
-        if config.agent is not None or config.sampler not in ("hf", "openai"):
-            raise ConfigError("Ray rollout workers sample with 'hf' or 'openai'; see docs/scaling.md")
         from mtrl_gym.registry import is_multiagent
 
         if env is None and is_multiagent(config.env):
-            raise ConfigError(f"`rollout_backend` 'ray' plays single-agent envs; {config.env!r} is a multi-agent "
-                              "env: use rollout_backend 'local'")
+            raise ConfigError(f"the 'ray' source plays single-agent envs; {config.env!r} is a multi-agent "
+                              "env: use source 'selfplay'")
         if config.sampler == "hf" and policy is None:
             raise ConfigError("sampler 'hf' on Ray workers needs the `policy` each worker copies")
         if not ray.is_initialized():
-            if config.ray_address is None:
+            if options.address is None:
                 start_local_ray()
             else:
-                ray.init(address=config.ray_address, include_dashboard=False, log_to_driver=False)
+                ray.init(address=options.address, include_dashboard=False, log_to_driver=False)
         self.config = config
+        self.options = options
+        self.local_sampler = local_sampler
         self.group_size = config.group_size
         self.env_id = env if isinstance(env, str) else (config.env if env is None else
                                                         getattr(env, "__name__", type(env).__name__))
         self._hf = config.sampler == "hf"
         self._names = [n for n, p in policy.named_parameters() if p.requires_grad] if self._hf else []
         # Put once, shared by every worker (and a replacement); Ray resolves top-level refs.
-        self._init_refs = [ray.put(x) for x in (config.to_dict(), policy if self._hf else None, tokenizer, env)]
+        self._init_refs = [ray.put(x) for x in (config, policy if self._hf else None, tokenizer, env)]
         self._actor_cls = ray.remote(RolloutWorker).options(**{"num_cpus": 1, **dict(actor_options or {})})
         self._weights: tuple[Any, int] | None = None
         self.restarted = 0
         self.last_metrics: dict[str, float] = {}
-        self.workers = [self._new_worker() for _ in range(config.ray_workers)]
+        self.workers = [self._new_worker() for _ in range(options.workers)]
         try:
             info = ray.get(self.workers[0].describe.remote())
         except Exception as e:  # noqa: BLE001 - e.g. the env cannot be imported in the worker's process
@@ -239,8 +269,11 @@ class RayRolloutEngine:
         return worker
 
     def update_policy(self, model: Any = None, *, version: int | None = None, adapter_path: str | None = None) -> None:
-        """Send the trainable tensors of ``model`` (policy ``version``) to every worker; waits for all."""
+        """Send the trainable tensors of ``model`` (policy ``version``) to every worker (and the
+        local sampler, if any); waits for all."""
         ray = _ray()
+        if self.local_sampler is not None:
+            self.local_sampler.update_policy(model, version=version)
         tensors = None
         if self._hf and model is not None:
             import torch
@@ -286,7 +319,7 @@ class RayRolloutEngine:
                 self.workers[shard.worker] = None
                 error: BaseException = first
                 records = None
-                if self.config.ray_worker_retries:
+                if self.options.worker_retries:
                     retried += 1
                     worker = self._live_worker(shard.worker)
                     try:
@@ -330,12 +363,6 @@ class RayRolloutEngine:
             if worker is not None:
                 ray.kill(worker)
         self.workers = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _worker_errors() -> tuple[type[BaseException], ...]:

@@ -36,20 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.sources.local import unfinished_reward_value
 from mtrl_gym.trainers.grpo.config_io import (_yaml, coerce, parse_override, preset_names, preset_path,
                                               read_config_file)
 
 __all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
            "parse_override", "SAMPLERS", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
-           "TRACKERS", "AGENT_SEGMENTS", "ROLLOUT_BACKENDS"]
+           "TRACKERS"]
 
 SAMPLERS = ("hf", "vllm", "openai")
-ROLLOUT_BACKENDS = ("local", "ray")
 PACKING_MODES = ("auto", "shared_prefix", "padding_free", "sorted")
 OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
 LR_SCHEDULES = ("constant", "cosine", "linear")
 TRACKERS = ("mlflow", "none")
-AGENT_SEGMENTS = ("last", "drop")
 _DTYPES = ("float32", "bfloat16", "float16")
 AUTOCAST_DTYPES = ("auto", "bfloat16", "float16")
 
@@ -72,10 +71,6 @@ class GRPOConfig:
     """Registered environment id (``mtrl-gym envs`` lists them)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``gymnasium.make(env, **env_kwargs)``."""
-    seats: dict[str, str] = field(default_factory=dict)
-    """Multi-agent envs only: who plays each seat, ``"self"`` (the policy being trained) or a
-    reference policy of the env (``{"player_1": "solver"}``); seats not named are ``"self"``
-    (self-play). Each trained seat of each task is its own GRPO group."""
     env_wrappers: list[dict[str, Any]] = field(default_factory=list)
     """Wrappers applied to every training env, in order: ``[{"name": "WordleShaping",
     "kwargs": {...}}]``. A name is looked up in ``mtrl_gym.wrappers``, then
@@ -113,16 +108,6 @@ class GRPOConfig:
     assistant_prefix: str = ""
     """Text every assistant turn starts with, written before sampling (a format prefill); its
     tokens are context, not trained. Evaluate with the same prefix (``eval --assistant-prefix``)."""
-    agent: str | None = None
-    """Train your own agent instead of the built-in loop: ``pkg.module:function``,
-    ``path/to/agent.py:function`` (called as ``run(task_row, base_url) -> reward``) or an
-    ``http(s)://`` endpoint that receives ``{"task", "base_url", "session_id"}``. Each episode
-    gets its own OpenAI-compatible session URL on a local policy server; failures and
-    episodes past ``episode_time_budget_s`` (default 600 s here) get the env's minimum
-    reward. See docs/agents.md."""
-    agent_segments: str = "last"
-    """Sessions whose history the agent rewrote (a new token segment): ``last`` trains on
-    the last segment, ``drop`` keeps the reward in the group baseline but trains none of it."""
 
     # ------------------------------------------------------------------ model
     model: str = "smollm2-135m"
@@ -278,26 +263,13 @@ class GRPOConfig:
     val_temperature: float = 0.0
     """Sampling temperature of validation; 0 is greedy."""
 
-    # ------------------------------------------------------------------ scaling out (docs/scaling.md)
-    async_rollouts: bool = False
-    """Sample the next batches in a background thread while the trainer updates: every
-    trajectory is tagged with the policy version (trainer step) that sampled it, the sampler
-    reads a copy of the policy that gets the new weights between batches, and the
-    ``tis_cap`` correction weighs its tokens. Metrics ``async/*`` in metrics.jsonl."""
-    max_staleness: int = 1
-    """With ``async_rollouts``: how many versions a batch may lag the policy it trains (the
-    producer starts batch ``s`` only once version ``s - max_staleness`` exists; older ones
-    are dropped and counted). 0 gives exactly the synchronous run."""
-    rollout_backend: str = "local"
-    """``local`` (the rollout engine in this process) or ``ray`` (``ray_workers`` actors, each
-    with its own envs and sampler; needs ``pip install "mtrl-gym[ray]"``)."""
-    ray_address: str | None = None
-    """Ray cluster to join (``auto``, ``ray://host:10001``); None starts a local one."""
-    ray_workers: int = 2
-    """Rollout actors of the ``ray`` backend; each plays a contiguous share of the batch's groups."""
-    ray_worker_retries: int = 0
-    """Episodes of a worker that dies: 0 makes them failed trajectories (minimum reward),
-    1 plays them again once on a fresh worker (the step waits for it)."""
+    # ------------------------------------------------------------------ where episodes come from
+    source: dict[str, Any] = field(default_factory=lambda: {"name": "local"})
+    """The rollout source, by name with its own options (``mtrl_gym.rollout.sources.factory``):
+    ``{name: local}`` (the built-in loop), ``{name: agent, target: "pkg.module:run"}`` (your
+    own agent, docs/agents.md), ``{name: ray, workers: 4}`` (Ray actors), ``{name: selfplay,
+    seats: {...}}`` (multi-agent envs) or ``{name: async, max_staleness: 1, source: {...}}``
+    (another source sampled ahead of the optimiser; docs/scaling.md)."""
 
     # ------------------------------------------------------------------ tracking and checkpoints
     tracker: str = "mlflow"
@@ -326,16 +298,15 @@ class GRPOConfig:
         self._check_optimiser()
         self._check_objective()
         self._check_logging()
-        self._check_scale()
+        self._check_source()
         self._check_constrained()
 
     def _check_constrained(self) -> None:
         if self.constrained is not False and self.constrained is not True:
             raise ConfigError(f"`constrained` must be true or false, got {self.constrained!r}")
         if self.constrained:
-            if self.sampler != "hf" or self.agent is not None:
-                raise ConfigError("`constrained` sampling needs the 'hf' sampler and the built-in rollout loop "
-                                  f"(got sampler={self.sampler!r}, agent={self.agent!r})")
+            if self.sampler != "hf":
+                raise ConfigError(f"`constrained` sampling needs the 'hf' sampler (got sampler={self.sampler!r})")
             if self.old_logprobs == "sampler":
                 raise ConfigError("`constrained` sampling cannot use `old_logprobs: sampler`: the sampler's "
                                   "log-probs are the constrained distribution's, not the policy's; use auto or recompute")
@@ -343,22 +314,11 @@ class GRPOConfig:
                 raise ConfigError("`constrained` sampling needs a `stop` string (it ends every allowed text) and "
                                   "`tis_cap` (the constrained sampler is not the policy: its tokens are reweighted)")
 
-    def _check_scale(self) -> None:
-        if not isinstance(self.async_rollouts, bool):
-            raise ConfigError(f"`async_rollouts` must be true or false, got {self.async_rollouts!r}")
-        _at_least(self, "max_staleness", 0)
-        _one_of(self, "rollout_backend", ROLLOUT_BACKENDS)
-        _at_least(self, "ray_workers", 1)
-        if self.ray_worker_retries not in (0, 1) or isinstance(self.ray_worker_retries, bool):
-            raise ConfigError(f"`ray_worker_retries` must be 0 (failed trajectories) or 1 (retry once), "
-                              f"got {self.ray_worker_retries!r}")
-        if self.ray_address is not None and (not isinstance(self.ray_address, str) or not self.ray_address):
-            raise ConfigError(f"`ray_address` must be a cluster address such as 'auto' or None, got {self.ray_address!r}")
-        if self.rollout_backend == "ray" and (self.sampler == "vllm" or self.agent is not None):
-            what = "sampler 'vllm'" if self.sampler == "vllm" else "`agent`"
-            raise ConfigError(f"`rollout_backend` 'ray' cannot be combined with {what}: Ray workers sample with "
-                              "'hf' (a model copy each) or 'openai' (e.g. a `vllm serve` endpoint: "
-                              "sampler=openai, sampler_kwargs={base_url: ...}); see docs/scaling.md")
+    def _check_source(self) -> None:
+        from mtrl_gym.rollout.sources.factory import check_source
+
+        spec = check_source(self.source, self)
+        self.source = {"name": spec.name, **dataclasses.asdict(spec.options)}
 
     def _check_run(self) -> None:
         _at_least(self, "max_episode_tokens", 2)
@@ -369,19 +329,12 @@ class GRPOConfig:
         _positive_or_none(self, "episode_time_budget_s")
         _one_of(self, "reply_mode", ("auto", "tool", "user"))
         unfinished_reward_value(self.unfinished_reward)
-        _one_of(self, "agent_segments", AGENT_SEGMENTS)
-        if self.agent is not None and (not isinstance(self.agent, str) or ":" not in self.agent):
-            raise ConfigError(f"`agent` must be 'pkg.module:function', 'agent.py:function' or an http(s) URL, "
-                              f"got {self.agent!r}")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         if any(not isinstance(x, str) or not x for x in self.stop):
             raise ConfigError(f"`stop` must be a list of non-empty strings, got {self.stop!r}")
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"`env` must be an environment id such as 'mtrl/Wordle-v0', got {self.env!r}")
-        if not isinstance(self.seats, dict) or not all(isinstance(k, str) and isinstance(v, str) and v
-                                                        for k, v in self.seats.items()):
-            raise ConfigError(f'`seats` must map seat names to "self" or a policy name, got {self.seats!r}')
         for name in ("env_wrappers", "val_env_wrappers"):
             setattr(self, name, [_wrapper_spec(name, i, w) for i, w in enumerate(getattr(self, name))])
 
@@ -521,7 +474,7 @@ class GRPOConfig:
                 merged.update(read_config_file(source))
         for item in overrides:
             key, value = parse_override(item)
-            merged[key] = value
+            _set_dotted(merged, key, value)
         return cls.from_dict(merged)
 
     def replace(self, **changes: Any) -> GRPOConfig:
@@ -545,6 +498,17 @@ class GRPOConfig:
 
 
 # ---------------------------------------------------------------------- field checks
+
+def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
+    """``values[key] = value``; ``a.b`` sets key ``b`` of the mapping ``values["a"]`` (``source.workers=4``)."""
+    head, dot, rest = key.partition(".")
+    if not dot:
+        values[key] = value
+        return
+    inner = values.get(head)
+    inner = dict(inner) if isinstance(inner, Mapping) else {}
+    _set_dotted(inner, rest, value)
+    values[head] = inner
 
 def _at_least(cfg: GRPOConfig, name: str, low: int) -> None:
     value = getattr(cfg, name)
@@ -587,19 +551,6 @@ def _wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
     if not isinstance(kwargs, Mapping):
         raise ConfigError(f"`{field_name}[{index}].kwargs` must be a mapping, got {kwargs!r}")
     return {"name": spec["name"], "kwargs": dict(kwargs)}
-
-
-def unfinished_reward_value(text: Any) -> float | str:
-    """``"min"``/``"sum"`` as they are, a number (or its text) as a float; anything else raises."""
-    if text in ("min", "sum"):
-        return text
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = math.nan
-    if isinstance(text, bool) or not math.isfinite(value):
-        raise ConfigError(f'`unfinished_reward` must be "min", "sum" or a finite number, got {text!r}')
-    return value
 
 
 def _check_maths_names(cfg: GRPOConfig) -> None:

@@ -13,10 +13,10 @@ One step of :class:`GRPOTrainer` reads top to bottom in :meth:`GRPOTrainer.train
    Ray workers: the new trainable tensors);
 5. **logging**: metrics to ``metrics.jsonl`` and the tracker, a sample of trajectories.
 
-With ``async_rollouts`` step 1 takes a batch a background producer sampled ahead, with
-weights at most ``max_staleness`` steps old (:mod:`mtrl_gym.rollout.sources.asynchronous`);
-with ``rollout_backend: ray`` the episodes are played by Ray actors
-(:mod:`mtrl_gym.rollout.sources.ray_workers`). Both are described in docs/scaling.md.
+Step 1 asks the run's one rollout source (:mod:`mtrl_gym.rollout.sources`, named by
+``config.source``) for the step's batch: the built-in loop, your own agent, Ray actors,
+self-play or a producer that samples ahead all answer the same calls, so the loop never
+asks which one it has (docs/architecture.md).
 
 :meth:`GRPOTrainer.train` runs steps until ``max_steps``/``max_epochs``, validates every
 ``val_every`` steps on held-out tasks, checkpoints every ``save_every`` steps, and on
@@ -37,7 +37,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,6 @@ import numpy as np
 import torch
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.rollout.sources.agent import make_agent_source
-from mtrl_gym.rollout.sources.asynchronous import PolicyShadow, RolloutProducer, fresh_groups
 from mtrl_gym.trainers.grpo import checkpoint as ckpt
 from mtrl_gym.trainers.grpo.batching import resolve_packing
 from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -58,7 +56,10 @@ from mtrl_gym.trainers.grpo.diversity import (
     top_action,
     trajectory_actions,
 )
-from mtrl_gym.trainers.grpo.factory import load_model, make_rollout_engine, make_sampler
+from mtrl_gym.trainers.grpo.factory import load_model
+from mtrl_gym.rollout.samplers.factory import make_sampler
+from mtrl_gym.rollout.sources.base import RolloutSource, TaskFeed
+from mtrl_gym.rollout.sources.factory import BuildContext, make_sources
 from mtrl_gym.trainers.grpo.metrics import PhaseTimer, RunTotals, rollout_metrics
 from mtrl_gym.trainers.grpo.policy import (
     LRSchedule,
@@ -143,25 +144,24 @@ class GRPOTrainer:
         self.schedule = LRSchedule(config.learning_rate, config.lr_schedule,
                                    total_steps=self.total_steps * config.updates_per_step,
                                    warmup_steps=config.warmup_steps, min_ratio=config.min_lr_ratio)
-        # Async rollouts sample a frozen copy of the policy, refreshed between batches.
-        self._shadow = PolicyShadow(self.policy) if config.async_rollouts else None
-        self._producer: RolloutProducer | None = None
         self.update_intervals: list[tuple[float, float]] = []
         """``time.monotonic()`` start and end of every update, and of the rollout of every batch
         trained on (``rollout_intervals``): how much sampling and training overlap."""
         self.rollout_intervals: list[tuple[float, float]] = []
         self.sampler = sampler if sampler is not None else make_sampler(
-            config.sampler, policy=self._shadow.model if self._shadow is not None else self.policy,
-            tokenizer=tokenizer, model_name=config.model, seed=config.seed, **config.sampler_kwargs)
-        source = make_agent_source if config.agent else make_rollout_engine  # your own agent, or ours
-        if config.rollout_backend == "ray":  # training episodes on Ray actors; validation stays here
-            from mtrl_gym.rollout.sources.ray_workers import RayRolloutEngine
-
-            self.train_engine = RayRolloutEngine(config, self.policy, tokenizer, env=env)
-        else:
-            self.train_engine = source(config, self.sampler, tokenizer, env=env)
-        self.val_engine = source(config, self.sampler, tokenizer, validation=True, env=env) \
-            if config.val_every and self.val_tasks != [] else None
+            config.sampler, policy=self.policy, tokenizer=tokenizer, model_name=config.model, seed=config.seed,
+            **config.sampler_kwargs)
+        self.source: RolloutSource
+        """Where the training episodes come from (``config.source``); ``val_source``: the validation ones."""
+        self.source, val_source = make_sources(config.source, BuildContext(config, self.policy, self.sampler,
+                                                                           tokenizer, env))
+        self.val_source: RolloutSource | None = val_source
+        if not (config.val_every and self.val_tasks != []):
+            val_source.close()
+            self.val_source = None
+        self._feed = TaskFeed(draw=self._next_tasks, seed=lambda step: _seed_for(config.seed, 1, step),
+                              last_step=self.total_steps - 1)
+        self._consumed_data = self.tasks.state_dict()
         self.settings = self._update_settings()
         # With an initial adapter the reference is a frozen copy of that policy, not the base.
         self._reference = reference_logprobs_fn(self.policy, config.full_finetune or config.init_adapter is not None) \
@@ -210,10 +210,9 @@ class GRPOTrainer:
         c = self.config
         autocast_dtype = resolve_autocast(c.autocast_dtype, self.device)
         old = c.old_logprobs
-        if old == "auto":  # stale async batches were sampled by older weights: recompute
-            stale = c.async_rollouts and c.max_staleness > 0
+        if old == "auto":  # stale batches were sampled by older weights: recompute
             old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0
-                                and not stale and not c.constrained) else "recompute"
+                                and not self.source.samples_stale and not c.constrained) else "recompute"
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
         return UpdateSettings.from_config(c, old_logprobs=old, packing=packing,
@@ -245,12 +244,13 @@ class GRPOTrainer:
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
+            self._stop_rollouts()
             progress.write(self._save_after_interrupt())
             raise
         finally:
             restore_sigterm()
             progress.close()
-            self._stop_producer()  # batches drawn ahead are discarded
+            self._stop_rollouts()  # batches drawn ahead are discarded
             summary = self._finish(status)
         return summary
 
@@ -258,13 +258,13 @@ class GRPOTrainer:
         """One GRPO step (rollout, advantages, update, sync, logging); returns its metrics."""
         c = self.config
         timer = PhaseTimer()
-        self._step_start = None if c.async_rollouts else {"data": self.tasks.state_dict(), "rng": ckpt.capture_rng()}
+        self._step_start = {"data": self._consumed_data, "rng": ckpt.capture_rng()}
         with timer("step"):
             with timer("rollout"):
-                if c.async_rollouts:
-                    trajectories, async_metrics = self._take_async_batch()
-                else:
-                    trajectories, async_metrics = self._collect(self.tasks.next_batch(), self.step)
+                batch = self.source.batch(self.step, self._feed)
+                self._consumed_data = batch.data_state
+                self.rollout_intervals.extend(batch.intervals)
+                trajectories = batch.trajectories
             with timer("advantages"):
                 actions = [trajectory_actions(t) for t in trajectories]
                 penalties = diversity_penalties(actions, c.group_size, coef_group=c.repeat_penalty,
@@ -283,15 +283,11 @@ class GRPOTrainer:
                 self.step += 1
                 self._step_start = None
                 with timer("sync"):
-                    if self._producer is not None:
-                        self._producer.publish(self.policy, self.step)
-                    else:
-                        self._push_policy(self.policy, self.step)
+                    self.source.update_policy(self.policy, version=self.step)
         metrics = self._step_metrics(trajectories, adv.metrics(), update, timer, len(sequences))
-        metrics.update(async_metrics)
-        if "async/sample_s" in async_metrics and async_metrics["async/sample_s"] > 0:
-            metrics["throughput/sampled_tokens_per_s"] = \
-                metrics["rollout/tokens_sampled"] / async_metrics["async/sample_s"]
+        metrics.update(batch.engine_metrics)
+        if batch.sample_s > 0:  # sampled outside the step: its own time, not the step's
+            metrics["throughput/sampled_tokens_per_s"] = metrics["rollout/tokens_sampled"] / batch.sample_s
         if penalties is not None:
             metrics["diversity/penalty_mean"] = float(np.mean(penalties))
         action, share = top_action(actions)
@@ -305,80 +301,25 @@ class GRPOTrainer:
                                    f"step_{self.step:06d}")
         return metrics
 
-    # ------------------------------------------------------------------ rollouts: in step, or ahead
-
-    def _collect(self, tasks: Sequence[Any], step: int) -> tuple[list[Trajectory], dict[str, float]]:
-        """Play one step's batch; ``(trajectories, the engine's own metrics)``."""
-        started = time.monotonic()
-        trajectories = self.train_engine.collect(tasks, seed=_seed_for(self.config.seed, 1, step))
-        if self._producer is None:
-            self.rollout_intervals.append((started, time.monotonic()))
-        return trajectories, dict(getattr(self.train_engine, "last_metrics", None) or {})
-
-    def _push_policy(self, model: Any, version: int) -> None:
-        """Hand new weights to the sampler and, with the Ray backend, to every rollout worker."""
-        self.sampler.update_policy(model, version=version)
-        push = getattr(self.train_engine, "update_policy", None)
-        if push is not None:
-            push(model, version=version)
+    # ------------------------------------------------------------------ rollouts
 
     def _next_tasks(self) -> tuple[list[Any], dict[str, Any]]:
         tasks = self.tasks.next_batch()
         return tasks, self.tasks.state_dict()
 
-    def _async_producer(self) -> RolloutProducer:
-        """The rollout producer (made on first use, at the current step, with the current weights)."""
-        if self._producer is None:
-            c = self.config
-            self._consumed_data = self.tasks.state_dict()
-            self._producer = RolloutProducer(
-                self._collect, self._next_tasks, shadow=self._shadow, push=self._push_policy,
-                max_staleness=c.max_staleness, start_step=self.step, last_step=self.total_steps - 1)
-            self._producer.publish(self.policy, self.step)
-        return self._producer
-
-    def _take_async_batch(self) -> tuple[list[Trajectory], dict[str, float]]:
-        """The producer's next batch, its groups older than ``max_staleness`` dropped (and counted)."""
-        c = self.config
-        producer = self._async_producer()
-        producer.start()
-        dropped, waited = 0, 0.0
-        while True:
-            batch, wait_s, depth = producer.take(self.step)
-            waited += wait_s
-            self._consumed_data = batch.data_state
-            self.rollout_intervals.append((batch.started, batch.ended))
-            kept, lost, ages = fresh_groups(batch.trajectories, step=self.step, group_size=c.group_size,
-                                            max_staleness=c.max_staleness)
-            dropped += lost
-            if kept:
-                break
-            producer.allow_one_more()  # a whole batch was too old: the step trains on the next one
-        metrics = {"async/policy_version": float(batch.version), "async/staleness_mean": float(np.mean(ages)),
-                   "async/staleness_max": float(max(ages)), "async/dropped": float(dropped),
-                   "async/queue_depth": float(depth), "async/trainer_wait_s": waited,
-                   "async/sampler_idle_s": batch.idle_s, "async/sample_s": batch.sample_s}
-        metrics.update(batch.engine_metrics)
-        return kept, metrics
-
-    def _stop_producer(self) -> None:
-        """Stop the producer; the task stream goes back to the last batch trained on (drawn-ahead
+    def _stop_rollouts(self) -> None:
+        """Stop the source sampling ahead; the task stream goes back to the last batch taken (drawn-ahead
         batches are discarded, so a later step or checkpoint continues exactly from there)."""
-        if self._producer is not None:
-            self._producer.close()
-            self.tasks.load_state_dict(self._consumed_data)
-            self._producer = None
-
-    def _rollouts_paused(self):
-        return self._async_producer().paused() if self.config.async_rollouts else nullcontext()
+        self.source.stop()
+        self.tasks.load_state_dict(self._consumed_data)
 
     def validate(self) -> dict[str, float]:
         """Play the validation tasks with the current policy; logs and returns ``val/...`` metrics."""
-        if self.val_engine is None or not self.val_tasks:
+        if self.val_source is None or not self.val_tasks:
             return {}
         timer = PhaseTimer()
-        with timer("validation"), self._rollouts_paused():
-            trajectories = self.val_engine.collect(self.val_tasks, seed=_seed_for(self.config.seed, 2))
+        with timer("validation"), self.source.paused():
+            trajectories = self.val_source.collect(self.val_tasks, seed=_seed_for(self.config.seed, 2))
         metrics = rollout_metrics(trajectories, self.config.val_group_size, prefix="val/")
         metrics["time/validation_s"] = timer.seconds["validation"]
         self.totals.add_validation(metrics, timer.seconds["validation"])
@@ -410,8 +351,7 @@ class GRPOTrainer:
     # ------------------------------------------------------------------ checkpoints
 
     def _state(self) -> dict[str, Any]:
-        data = self._consumed_data if self._producer is not None else self.tasks.state_dict()
-        return {"schedule": self.schedule.state_dict(), "data": data, "rng": ckpt.capture_rng(),
+        return {"schedule": self.schedule.state_dict(), "data": self._consumed_data, "rng": ckpt.capture_rng(),
                 "totals": self.totals.state_dict(), "last_val_step": self.last_val_step,
                 "tracker_run_id": self.recorder.tracker.run_id}
 
@@ -428,12 +368,13 @@ class GRPOTrainer:
         self.step = int(state["step"])
         self.schedule.load_state_dict(state["schedule"])
         self.tasks.load_state_dict(state["data"])
+        self._consumed_data = self.tasks.state_dict()
         self.totals.load_state_dict(state.get("totals", {}))
         self.last_val_step = state.get("last_val_step")
         self.last_saved_step = self.step
         self._tracker_run_id = state.get("tracker_run_id")
         ckpt.restore_rng(state["rng"])
-        self._push_policy(self.policy, self.step)
+        self.source.update_policy(self.policy, version=self.step)
         self.resumed_from = state["path"]
 
     def _save_after_interrupt(self) -> str:
@@ -441,7 +382,8 @@ class GRPOTrainer:
             return ("interrupted during an update: the step is half-applied, so nothing was saved; the last "
                     f"checkpoint is {ckpt.latest_checkpoint(self.run_dir)}")
         if self._step_start is not None:  # interrupted before the update: rewind the step's draws
-            self.tasks.load_state_dict(self._step_start["data"])
+            self._consumed_data = self._step_start["data"]
+            self.tasks.load_state_dict(self._consumed_data)
             ckpt.restore_rng(self._step_start["rng"])
             self._step_start = None
         path = self.save_checkpoint()
@@ -508,11 +450,11 @@ class GRPOTrainer:
         return summary
 
     def close(self) -> None:
-        """Release the rollout producer, the sampler, the environments and the Ray workers."""
-        self._stop_producer()
-        self.train_engine.close()
-        if self.val_engine is not None:
-            self.val_engine.close()
+        """Release the rollout sources (their envs, servers and workers) and the sampler."""
+        self._stop_rollouts()
+        self.source.close()
+        if self.val_source is not None:
+            self.val_source.close()
         self.sampler.close()
 
 
