@@ -78,8 +78,7 @@ def demonstrations(config: GRPOConfig, path: Path, n: int, teacher: str) -> Path
         return path
     demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
                       policy_kwargs={"choice": teacher, "spelled": True}, num_episodes=n, model=config.model,
-                      assistant_prefix=config.assistant_prefix, stop=list(config.stop),
-                      max_episode_tokens=config.max_episode_tokens, train_size=config.train_size,
+                      serving=config.serving, max_episode_tokens=config.max_episode_tokens, train_size=config.train_size,
                       val_size=config.val_size, split_seed=config.split_seed)
     return write_demos(make_demos(demo), path, demo)
 
@@ -120,8 +119,8 @@ def held_out(config: GRPOConfig, out: Path, name: str, adapter: str | None, task
     (``constrained``: dictionary decoding, a policy of its own)."""
     prompt = config.env_wrappers[0]["kwargs"]
     spec = RunSpec(name, model=config.model, adapter=adapter, temperature=1.0,
-                   max_new_tokens=config.max_new_tokens, assistant_prefix=config.assistant_prefix,
-                   stop=tuple(config.stop), constrained=constrained)
+                   max_new_tokens=config.serving.max_new_tokens, assistant_prefix=config.serving.assistant_prefix,
+                   stop=tuple(config.serving.stop), constrained=constrained)
     started = time.monotonic()
     result = evaluate(config.env, [spec], split="val", limit=tasks, out_dir=out, report=False, resume=True,
                       config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,

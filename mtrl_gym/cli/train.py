@@ -1,7 +1,9 @@
 """``mtrl-gym train``: GRPO training of an LLM agent on an environment.
 
 Every field of :class:`~mtrl_gym.trainers.grpo.config.GRPOConfig` is a flag
-(``learning_rate`` -> ``--learning-rate``), with the field's docstring as help. Settings
+(``learning_rate`` -> ``--learning-rate``, a nested group's ``serving.max_new_tokens`` ->
+``--serving.max-new-tokens``), with the field's docstring as help; ``--help`` shows the
+common ones and ``--help-all`` every one. Settings
 merge in order: defaults, ``--config`` files or preset names (repeatable), flags, then
 ``--set key=value`` overrides::
 
@@ -31,36 +33,96 @@ from pathlib import Path
 _NO_VALUE = object()
 
 
+#: The fields ``mtrl-gym train --help`` shows; ``--help-all`` lists every field.
+COMMON_FIELDS = ("env", "model", "output_dir", "source", "sampler", "max_steps", "global_batch_size", "group_size",
+                 "learning_rate", "lora_rank", "train_tasks", "val_every", "tracker", "seed")
+
+
 def register(sub) -> None:
-    from mtrl_gym.trainers.grpo.config import GRPOConfig, field_docs, preset_names
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
 
     p = sub.add_parser("train", help="train an agent with GRPO (LoRA or full fine-tuning)",
                        usage="mtrl-gym train [--config FILE_OR_PRESET] [--set KEY=VALUE] [--resume [PATH]] "
                              "[--print-config] [--FIELD VALUE ...]",
                        description="Train an agent with GRPO. Settings: defaults < --config files/presets < "
-                                   "flags < --set overrides.")
+                                   "flags < --set overrides.",
+                       epilog=_groups_epilog(GRPOConfig), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", action="append", default=[], metavar="FILE_OR_PRESET",
-                   help=f"YAML/TOML config file or preset name ({', '.join(preset_names())}); repeatable")
+                   help=f"YAML/TOML config file or preset name ({', '.join(GRPOConfig.preset_names())}); repeatable")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                   help="override any field, e.g. --set lora_rank=8 (repeatable)")
+                   help="override any field, e.g. --set lora_rank=8 or --set serving.max_new_tokens=6 (repeatable)")
     p.add_argument("--resume", nargs="?", const=_NO_VALUE, default=None, metavar="PATH",
                    help="continue a run: a checkpoint folder or run folder (default: --output-dir)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run already in --output-dir (its checkpoints, metrics and trajectories)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
-    fields = p.add_argument_group("config fields (see docs/training.md)")
-    docs = field_docs()
-    hints = typing.get_type_hints(GRPOConfig)
-    for f in dataclasses.fields(GRPOConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        help_text = f"{docs.get(f.name, '')} (default: {default!r})".replace("%", "%%")
-        if hints[f.name] is bool:
-            fields.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS, help=help_text)
-        else:
-            fields.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar="VALUE", help=help_text)
+    p.add_argument("--help-all", action=_HelpAll, nargs=0, help="list every config field with its meaning and exit")
+    add_config_flags(p, GRPOConfig, shown=COMMON_FIELDS)
     p.set_defaults(func=run)
+
+
+def add_config_flags(parser, cls, *, shown=None) -> None:
+    """A flag per field of the config class ``cls`` (``learning_rate`` -> ``--learning-rate``,
+    a nested group's field ``serving.max_new_tokens`` -> ``--serving.max-new-tokens``), its
+    docstring as help. Only the fields in ``shown`` appear in ``--help`` (all when None)."""
+    fields = parser.add_argument_group("config fields (--help-all lists all of them; see docs/training.md)")
+    docs = cls.field_docs()
+    for name, tp, default in _flat_fields(cls):
+        flag = "--" + name.replace("_", "-")
+        visible = shown is None or name in shown
+        help_text = f"{_first_sentence(docs.get(name, ''))} (default: {default!r})".replace("%", "%%") \
+            if visible else argparse.SUPPRESS
+        if tp is bool:
+            fields.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                                help=help_text)
+        else:
+            fields.add_argument(flag, dest=name, default=argparse.SUPPRESS, metavar="VALUE", help=help_text)
+
+
+def _flat_fields(cls, prefix: str = ""):
+    """``(dotted name, type, default)`` of every field, nested groups' fields included (the group
+    itself too: ``--serving '{...}'`` sets it whole)."""
+    hints = typing.get_type_hints(cls)
+    groups = cls.groups()
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if f.name in groups:
+            yield prefix + f.name, hints[f.name], "{...}"
+            yield from _flat_fields(groups[f.name], prefix + f.name + ".")
+        else:
+            yield prefix + f.name, hints[f.name], default
+
+
+def _first_sentence(text: str) -> str:
+    head = text.split(". ")[0].rstrip(".")
+    return head if len(head) <= 110 else head[:107] + "..."
+
+
+def _groups_epilog(cls) -> str:
+    groups = cls.groups()
+    lines = [f"{len(list(_flat_fields(cls)))} fields in all; nested groups: " +
+             ", ".join(f"{name} ({', '.join(f.name for f in dataclasses.fields(g))})" for name, g in groups.items())
+             + ". `--help-all` lists every field; docs/training.md explains them."]
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, 100) for line in lines)
+
+
+class _HelpAll(argparse.Action):
+    """``--help-all``: every config field, its default and its whole docstring."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import textwrap
+
+        from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+        docs = GRPOConfig.field_docs()
+        out = [parser.format_usage().rstrip(), "", "every config field (flag --NAME, or --set NAME=VALUE):"]
+        for name, _, default in _flat_fields(GRPOConfig):
+            out.append(f"  --{name.replace('_', '-')} (default: {default!r})")
+            out.extend(textwrap.wrap(docs.get(name, ""), 96, initial_indent="      ", subsequent_indent="      "))
+        print("\n".join(out))
+        parser.exit()
 
 
 def resolve_config(args):
@@ -68,7 +130,7 @@ def resolve_config(args):
     from mtrl_gym.trainers.grpo import checkpoint
     from mtrl_gym.trainers.grpo.config import GRPOConfig
 
-    names = {f.name for f in dataclasses.fields(GRPOConfig)}
+    names = {name for name, _, _ in _flat_fields(GRPOConfig)}
     flags = {k: v for k, v in vars(args).items() if k in names}
     sources: list = []
     resume = None

@@ -1,12 +1,13 @@
-"""How an adapter was served in training, read back from its run's ``config.yaml``.
+"""How an adapter was served in training, read back from its run folder.
 
 An adapter trained with a format prefill, a stop string, a short system prompt without
 tool schemas and a few tokens per turn scores near zero when it is evaluated without them.
-:func:`training_serving` reads those settings from the training config saved next to the
-adapter (``<run>/checkpoints/step_N/config.yaml``, else ``<run>/config.yaml``) as
-:class:`~mtrl_gym.evaluation.specs.RunSpec` fields, so ``mtrl-gym eval --adapter`` serves the
-adapter as it was trained unless told otherwise (:func:`differences` says what an override
-changes).
+A training run saves its :class:`~mtrl_gym.rollout.serving.ServingSettings` (the config's
+``serving`` group) in its folder; :func:`training_serving` reads them back from the
+training config saved next to the adapter (``<run>/checkpoints/step_N/config.yaml``, else
+``<run>/config.yaml``) as :class:`~mtrl_gym.evaluation.specs.RunSpec` fields, so
+``mtrl-gym eval --adapter`` serves the adapter as it was trained unless told otherwise
+(:func:`differences` says what an override changes).
 
 The fields: ``max_new_tokens``, ``assistant_prefix``, ``stop``, ``tools`` and
 ``system_prompt_text`` (the text of the run's :class:`~mtrl_gym.wrappers.SystemPrompt`
@@ -62,8 +63,22 @@ def _system_prompt(wrappers: Any, source: Path) -> tuple[str | None, bool] | Non
     return None
 
 
+def saved_serving_of(adapter: str | os.PathLike) -> Path | None:
+    """The ``serving.yaml`` a training run saved (beside the adapter or up to three levels above it)."""
+    from mtrl_gym.rollout.serving import SERVING_FILE
+
+    path = Path(adapter).expanduser().resolve()
+    for parent in list(path.parents)[:4]:
+        if (parent / SERVING_FILE).is_file():
+            return parent / SERVING_FILE
+    return None
+
+
 def training_serving(adapter: str | os.PathLike) -> tuple[ServingSettings, Path] | None:
-    """``(settings, config_path)`` of the run that trained ``adapter``; None without a config.yaml."""
+    """``(settings, config_path)`` of the run that trained ``adapter``; None without a config.yaml.
+
+    The run's saved ``serving.yaml`` wins over its config's ``serving`` group (an SFT run saves
+    there the format its demonstrations were made in)."""
     path = training_config_of(adapter)
     if path is None:
         return None
@@ -79,14 +94,21 @@ def training_serving(adapter: str | os.PathLike) -> tuple[ServingSettings, Path]
         raise ConfigError(f"{path} is not valid YAML ({e}); pass the serving settings as flags") from None
     if not isinstance(config, Mapping):
         raise ConfigError(f"{path} does not hold a training config (a mapping); pass the serving settings as flags")
-    settings: ServingSettings = {}
-    if isinstance(config.get("max_new_tokens"), int):
-        settings["max_new_tokens"] = config["max_new_tokens"]
-    settings["assistant_prefix"] = str(config.get("assistant_prefix") or "")
-    stop = config.get("stop") or []
-    settings["stop"] = (stop,) if isinstance(stop, str) else tuple(str(s) for s in stop)
+    from mtrl_gym.rollout.serving import ServingSettings as Serving
+
+    saved = saved_serving_of(adapter)
+    try:
+        serving = Serving.load(saved) if saved is not None else Serving.from_dict(config.get("serving") or {})
+    except ConfigError as e:
+        raise ConfigError(f"{saved or path}: its serving settings are not valid ({e}); pass the serving settings "
+                          "as flags") from None
+    settings: ServingSettings = {"max_new_tokens": serving.max_new_tokens,
+                                 "assistant_prefix": serving.assistant_prefix, "stop": tuple(serving.stop)}
     prompt = _system_prompt(config.get("env_wrappers"), path) or _system_prompt(config.get("val_env_wrappers"), path)
     text, tools = prompt if prompt is not None else (None, True)
+    if serving.system_prompt != "default" or not serving.tools:  # the serving group's prompt is applied outermost
+        own = serving.system_prompt_text()
+        text, tools = (own if own is not None else text), serving.tools
     settings["tools"] = tools
     settings["system_prompt_text"] = text
     return settings, path

@@ -20,17 +20,15 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.serving import SYSTEM_PROMPT_VARIANTS, resolve_system_prompt
 
 __all__ = ["RunSpec", "EvalConfig", "parse_run", "resolve_system_prompt", "POLICIES", "SYSTEM_PROMPT_VARIANTS"]
 
 #: Reference policies every report can show (:mod:`mtrl_gym.evaluation.policies`).
 POLICIES = ("solver", "random")
-#: Named system-prompt variants; anything else is a path to a text file.
-SYSTEM_PROMPT_VARIANTS = ("default", "none")
 
 
 @dataclass
@@ -226,20 +224,6 @@ class EvalConfig:
 
 def _callable_name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
-
-
-def resolve_system_prompt(variant: str) -> str | None:
-    """The system prompt a variant stands for: ``None`` keeps the env's, ``""`` drops it,
-    else the contents of the file ``variant`` (read as UTF-8, trailing newline removed)."""
-    if variant == "default":
-        return None
-    if variant == "none":
-        return ""
-    path = Path(variant).expanduser()
-    if not path.is_file():
-        raise ConfigError(f"system prompt {variant!r} is neither 'default', 'none' nor an existing file; "
-                          "pass one of those or the path of a text file")
-    return path.read_text(encoding="utf-8").rstrip("\n")
 
 
 def _number(text: str, what: str, token: str) -> float:

@@ -113,7 +113,8 @@ def _metrics_file(path: Path) -> Path:
 
 
 def _run_settings(path: Path) -> dict[str, Any]:
-    """``temperature`` and ``val_temperature`` from a GRPO run's ``config.yaml`` (empty if absent)."""
+    """``temperature`` (its ``serving`` group's) and ``val_temperature`` from a GRPO run's ``config.yaml``
+    (empty if absent)."""
     if not path.is_file():
         return {}
     try:
@@ -124,7 +125,9 @@ def _run_settings(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(config, dict):
         return {}
-    return {k: config[k] for k in ("temperature", "val_temperature") if isinstance(config.get(k), (int, float))}
+    serving = config.get("serving") if isinstance(config.get("serving"), dict) else {}
+    found = {"temperature": serving.get("temperature"), "val_temperature": config.get("val_temperature")}
+    return {k: v for k, v in found.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _jsonl_series(path: Path) -> dict[str, list[tuple[int, float]]]:
@@ -161,9 +164,9 @@ def _mlflow_series(run_id: str, tracking_uri: str | None) -> tuple[dict[str, lis
         history = client.get_metric_history(run_id, key)
         series[key] = sorted({m.step: float(m.value) for m in history}.items())
     settings = {}
-    for key in ("temperature", "val_temperature"):  # the trainer logs its config as params
-        try:
-            settings[key] = float(run.data.params[key])
+    for key, param in (("temperature", "serving.temperature"), ("val_temperature", "val_temperature")):
+        try:  # the trainer logs its config as params, nested groups flattened
+            settings[key] = float(run.data.params[param])
         except (KeyError, ValueError):
             pass
     return series, settings

@@ -29,14 +29,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium
 import numpy as np
 
+from mtrl_gym.config_base import ConfigBase
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.serving import ServingSettings
 from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
 from mtrl_gym.rollout.samplers.base import (
     Sampler,
@@ -185,7 +187,7 @@ class _DemoEngine(RolloutEngine):
 
 
 @dataclass
-class DemoConfig:
+class DemoConfig(ConfigBase):
     """How demonstrations are made (``mtrl-gym demos``)."""
 
     env: str = "mtrl/Wordle-v0"
@@ -211,10 +213,9 @@ class DemoConfig:
     """Seed of the generated split."""
     model: str = "smollm2-135m"
     """Model whose tokenizer and chat template the tokens are made with."""
-    assistant_prefix: str = ""
-    """Format prefill of every assistant turn (as in training)."""
-    stop: list[str] = field(default_factory=list)
-    """Stop strings (as in training)."""
+    serving: ServingSettings = field(default_factory=ServingSettings)
+    """The format the model will be served in: its format prefill (``assistant_prefix``) and
+    stop strings shape the demonstrations' tokens; written to the ``.meta.json`` for SFT."""
     max_turns: int | None = None
     """Most assistant turns per demonstration; None: until the env ends the episode."""
     max_episode_tokens: int = 4096
@@ -223,6 +224,7 @@ class DemoConfig:
     """Base reset seed (episode ``i`` resets with ``seed + i``)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.split != "train" or self.env_kwargs.get("split", "train") != "train":
             raise ConfigError(f"demonstrations are made from training tasks only, got split="
                               f"{self.env_kwargs.get('split', self.split)!r}: evaluation tasks must stay unseen. "
@@ -231,8 +233,6 @@ class DemoConfig:
             raise ConfigError(f"`num_episodes` must be >= 1, got {self.num_episodes!r}")
         if self.policy not in POLICY_NAMES:
             raise ConfigError(f"`policy` must be one of {POLICY_NAMES}, got {self.policy!r}")
-        if isinstance(self.stop, str):
-            self.stop = [self.stop]
 
 
 def _train_tasks(config: DemoConfig) -> list[dict[str, Any]] | None:
@@ -267,12 +267,12 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
     if not rows:
         rows = [None]
     chosen = [rows[i % len(rows)] for i in range(config.num_episodes)]
-    sampler = TeacherSampler(tokenizer, assistant_prefix=config.assistant_prefix)
+    sampler = TeacherSampler(tokenizer, assistant_prefix=config.serving.assistant_prefix)
     rollout = RolloutConfig(group_size=1, sampling=SamplingParams(temperature=0.0, max_new_tokens=4096,
-                                                                  stop=tuple(config.stop)),
+                                                                  stop=tuple(config.serving.stop)),
                             max_turns=config.max_turns, max_episode_tokens=config.max_episode_tokens,
                             seed=config.seed, env_kwargs=dict(config.env_kwargs),
-                            assistant_prefix=config.assistant_prefix, unfinished_reward="sum")
+                            assistant_prefix=config.serving.assistant_prefix, unfinished_reward="sum")
     with _DemoEngine(source, sampler, tokenizer, rollout, wrappers=[*wrappers, driven]) as engine:
         return engine.collect(chosen, seed=config.seed)
 
@@ -280,7 +280,7 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
 def write_demos(trajectories: Sequence[Trajectory], path: str | os.PathLike, config: DemoConfig) -> Path:
     """Save demonstrations as trajectory JSONL, with ``<path>.meta.json`` describing how they were made."""
     path = save_jsonl(trajectories, path)
-    meta = {"config": asdict(config), "episodes": len(trajectories),
+    meta = {"config": config.to_dict(), "episodes": len(trajectories),
             "solved": sum(bool(t.metrics.get("success")) for t in trajectories),
             "failed": sum(t.failed for t in trajectories),
             "assistant_tokens": sum(t.trainable_tokens for t in trajectories),

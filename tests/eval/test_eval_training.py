@@ -21,7 +21,7 @@ def write_run(folder, rewards, val_success, *, val_every=2):
         if step % val_every == 0:
             lines.append({"step": step, "kind": "val", "val/success_rate": val_success[step // val_every - 1]})
     (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    (folder / "config.yaml").write_text("model: tiny\ntemperature: 1.0\nval_temperature: 0.0\n")
+    (folder / "config.yaml").write_text("model: tiny\nserving:\n  temperature: 1.0\nval_temperature: 0.0\n")
     return folder
 
 

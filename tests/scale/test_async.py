@@ -34,7 +34,7 @@ ASYNC_KEYS = ("async/policy_version", "async/staleness_mean", "async/staleness_m
 
 def run(tmp_path, name, tokenizer, steps=3, **overrides):
     values = dict(output_dir=str(tmp_path / name), global_batch_size=2, group_size=4, max_steps=steps,
-                  max_new_tokens=6, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
+                  serving={"max_new_tokens": 6}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
                   tracker="none", progress=False, val_every=2, val_max_tasks=2, save_every=0,
                   log_trajectories=8, seed=0)
     values.update(overrides)

@@ -56,7 +56,7 @@ def ray_cluster(tmp_path_factory):
 
 def config(tmp_path, **overrides) -> GRPOConfig:
     values = dict(output_dir=str(tmp_path / "run"), global_batch_size=3, group_size=2, max_steps=2,
-                  max_new_tokens=6, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
+                  serving={"max_new_tokens": 6}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
                   tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=6, seed=0,
                   source={"name": "ray", "workers": 2})
     values.update(overrides)

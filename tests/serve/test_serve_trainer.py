@@ -112,7 +112,7 @@ def test_rows_reach_the_agent_in_the_service_shape_and_secrets_stay_out_of_the_p
 
 def _config(tmp_path, **overrides) -> GRPOConfig:
     values = {"output_dir": str(tmp_path / "run"), "global_batch_size": 2, "group_size": 4, "max_steps": 2,
-              "max_new_tokens": 6, "max_episode_tokens": 512, "lora_rank": 4, "lora_alpha": 8.0,
+              "serving": {"max_new_tokens": 6}, "max_episode_tokens": 512, "lora_rank": 4, "lora_alpha": 8.0,
               "learning_rate": 5e-2, "tracker": "none", "progress": False, "val_every": 0, "save_every": 0,
               "log_trajectories": 2, "seed": 0}
     values.update(overrides)
@@ -148,7 +148,7 @@ def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokeni
     argv = ["train", "--set", "source.name=agent", "--set", f"source.target={EXAMPLES / 'agent_openai_sdk.py'}:run",
             "--model", str(model_dir),
             "--output-dir", str(tmp_path / "run"), "--max-steps", "2", "--global-batch-size", "2",
-            "--group-size", "2", "--max-new-tokens", "8", "--lora-rank", "4", "--tracker", "none",
+            "--group-size", "2", "--serving.max-new-tokens", "8", "--lora-rank", "4", "--tracker", "none",
             "--val-every", "0", "--save-every", "0", "--no-progress", "--train-size", "8", "--val-size", "2"]
     assert main(argv) == 0
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -170,7 +170,7 @@ def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokeni
 
 def test_a_format_prefill_is_refused_with_an_agent(tmp_path, agents_file, chatml_tokenizer):
     config = _config(tmp_path, source={"name": "agent", "target": f"{agents_file}:vowels"},
-                     assistant_prefix="<tool_call>")
+                     serving={"assistant_prefix": "<tool_call>"})
     with pytest.raises(Exception, match="`assistant_prefix` cannot be used with the agent source"):
         GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer)), tokenizer=chatml_tokenizer, env=VowelEnv,
                     train_tasks=[{"id": "a"}], val_tasks=[])

@@ -120,10 +120,11 @@ def test_cli_trains_and_resumes_a_local_model(tmp_path, chatml_tokenizer, capsys
     common = ["train", "--model", str(model_dir), "--output-dir", str(tmp_path / "run"), "--train-tasks",
               str(tmp_path / "train.jsonl"), "--val-tasks", str(tmp_path / "train.jsonl"), "--val-every", "0",
               "--tracker", "none", "--no-progress", "--global-batch-size", "2", "--group-size", "2",
-              "--max-turns", "1", "--max-new-tokens", "4", "--set", "lora_rank=4"]
+              "--max-turns", "1", "--serving.max-new-tokens", "4", "--set", "lora_rank=4"]
     assert main(common + ["--max-steps", "1"]) == 0
     saved = (tmp_path / "run" / "config.yaml").read_text()
     assert "lora_rank: 4" in saved and "max_new_tokens: 4" in saved
+    assert "max_new_tokens: 4" in (tmp_path / "run" / "serving.yaml").read_text()  # what eval --adapter reads
     assert main(["train", "--resume", str(tmp_path / "run"), "--max-steps", "2", "--no-progress"]) == 0
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]

@@ -11,8 +11,10 @@ import pytest
 pytest.importorskip("torch")
 
 from mtrl_gym.error import ConfigError  # noqa: E402
-from mtrl_gym.trainers.grpo.config import (GRPOConfig, field_docs, parse_override, preset_names,  # noqa: E402
-                                           preset_path, read_config_file)
+from mtrl_gym.config_base import parse_override, read_config_file  # noqa: E402
+from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
+
+field_docs, preset_names, preset_path = GRPOConfig.field_docs, GRPOConfig.preset_names, GRPOConfig.preset_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,12 +44,12 @@ ROOT = Path(__file__).resolve().parents[2]
     ({"env_wrappers": [{"name": "WordleShaping", "args": {}}]},
      r"`env_wrappers\[0\]` has unknown key\(s\) \['args'\]; a wrapper entry has only 'name' and 'kwargs'"),
     ({"max_turns": 0}, r"`max_turns` must be an integer >= 1 or None, got 0"),
-    ({"temperature": float("nan")}, r"`temperature` must be a finite number >= 0"),
+    ({"serving": {"temperature": float("nan")}}, r"`temperature` must be a finite number >= 0"),
     ({"tracker": "wandb"}, r"`tracker` must be one of 'mlflow', 'none', got 'wandb'"),
     ({"full_finetune": "maybe"}, r"`full_finetune` must be true or false, got 'maybe'"),
     ({"max_grad_norm": "0"}, r"`max_grad_norm` must be a number > 0 or None, got 0.0"),
     ({"unfinished_reward": "max"}, r'`unfinished_reward` must be "min", "sum" or a finite number, got \'max\''),
-    ({"stop": ["", "x"]}, r"`stop` must be a list of non-empty strings, got \['', 'x'\]"),
+    ({"serving": {"stop": ["", "x"]}}, r"`stop` must be a list of non-empty strings, got \['', 'x'\]"),
     ({"val_group_size": 4}, r"`val_group_size` is 4 but `val_temperature` is 0: greedy rollouts of a task are "
                             r"identical, so pass@k would equal pass@1"),
 ])
@@ -59,7 +61,8 @@ def test_bad_values_are_rejected_with_the_field_value_and_fix(changes, message):
 def test_rollout_fields_reach_the_rollout_engine_config():
     from mtrl_gym.rollout.sources.local import rollout_config
 
-    cfg = GRPOConfig(unfinished_reward="-0.5", stop=['"'], assistant_prefix="<tool_call>", max_new_tokens=6)
+    cfg = GRPOConfig(unfinished_reward="-0.5",
+                     serving={"stop": ['"'], "assistant_prefix": "<tool_call>", "max_new_tokens": 6})
     train = rollout_config(cfg)
     assert (train.unfinished_reward, train.sampling.stop, train.assistant_prefix) == (-0.5, ('"',), "<tool_call>")
     assert train.sampling.max_new_tokens == 6
@@ -138,6 +141,7 @@ def test_defaults_follow_the_service():
 def test_every_field_is_documented_once():
     docs = field_docs()
     names = [f.name for f in dataclasses.fields(GRPOConfig)]
+    names += [f"{group}.{f.name}" for group, cls in GRPOConfig.groups().items() for f in dataclasses.fields(cls)]
     assert sorted(docs) == sorted(names)
     assert all(len(docs[n]) > 15 for n in names)
 
@@ -146,9 +150,12 @@ def test_train_cli_has_a_flag_per_field_and_prints_the_resolved_config(capsys):
     from mtrl_gym.cli import build_parser, main
 
     parser = build_parser()
-    help_text = parser._subparsers._group_actions[0].choices["train"].format_help()
-    for f in dataclasses.fields(GRPOConfig):
-        assert "--" + f.name.replace("_", "-") in help_text
+    assert len(parser._subparsers._group_actions[0].choices["train"].format_help().splitlines()) <= 60
+    with pytest.raises(SystemExit):
+        main(["train", "--help-all"])
+    help_text = capsys.readouterr().out
+    for name in field_docs():
+        assert "--" + name.replace("_", "-") + " " in help_text, name
     assert main(["train", "--config", "cpu", "--group-size", "3", "--no-progress", "--set", "seed=9",
                  "--print-config"]) == 0
     out = capsys.readouterr().out
@@ -171,10 +178,18 @@ def reference_table() -> str:
     """The config table of docs/training.md (regenerate: ``python tests/trainers/test_config.py``)."""
     docs = field_docs()
     rows = ["| field | default | meaning |", "| --- | --- | --- |"]
-    for f in dataclasses.fields(GRPOConfig):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        text = docs[f.name].replace("|", "\\|")
-        rows.append(f"| `{f.name}` | `{json.dumps(default)}` | {text} |")
+
+    def add(cls, prefix):
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            text = docs[prefix + f.name].replace("|", "\\|")
+            if f.name in cls.groups():
+                rows.append(f"| `{prefix}{f.name}` | (group) | {text} |")
+                add(cls.groups()[f.name], f"{prefix}{f.name}.")
+            else:
+                rows.append(f"| `{prefix}{f.name}` | `{json.dumps(default)}` | {text} |")
+
+    add(GRPOConfig, "")
     return "\n".join(rows)
 
 

@@ -72,7 +72,7 @@ def test_demonstrations_from_the_val_split_are_refused():
 
 
 def _wordle_demos(tokenizer, n=4):
-    config = DemoConfig(num_episodes=n, assistant_prefix=PREFIX, stop=['"'],
+    config = DemoConfig(num_episodes=n, serving={"assistant_prefix": PREFIX, "stop": ['"']},
                         env_wrappers=[{"name": "SystemPrompt", "kwargs": {"text": "Play Wordle.", "tools": False}}])
     return make_demos(config, tokenizer)
 
@@ -226,8 +226,8 @@ def test_grpo_starts_from_the_sft_adapter(tmp_path, chatml_tokenizer):
     adapter = sft.train()["adapter"]
     sft_weights = {n: p.detach().clone() for n, p in sft.policy.named_parameters() if "lora_" in n}
     config = GRPOConfig(output_dir=str(tmp_path / "grpo"), init_adapter=adapter, global_batch_size=1, group_size=2,
-                        max_steps=1, max_new_tokens=3, tracker="none", progress=False, val_every=0, kl_coef=0.1,
-                        assistant_prefix=PREFIX, stop=['"'], max_turns=1)
+                        max_steps=1, tracker="none", progress=False, val_every=0, kl_coef=0.1,
+                        serving={"max_new_tokens": 3, "assistant_prefix": PREFIX, "stop": ['"']}, max_turns=1)
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)
     loaded = {n: p for n, p in trainer.policy.named_parameters() if "lora_" in n}
     assert loaded.keys() == sft_weights.keys()
@@ -274,3 +274,31 @@ def test_diversity_errors():
         diversity_penalties([["a"]] * 3, 4)
     with pytest.raises(ConfigError, match="threshold must be in"):
         diversity_penalties([["a"]], 1, threshold=1.0)
+
+
+# ---------------------------------------------------------------------------- serving settings of an SFT run
+
+
+def test_an_sft_adapter_is_evaluated_in_the_format_its_demonstrations_were_made_in(tmp_path, chatml_tokenizer):
+    """The demonstrations' serving settings travel: demos .meta.json -> the SFT run's serving.yaml ->
+    `mtrl-gym eval --adapter`, which serves the adapter with that prefill and stop string."""
+    from mtrl_gym.cli import build_parser
+    from mtrl_gym.cli.eval import build_runs
+    from mtrl_gym.rollout.serving import ServingSettings, load_serving
+    from mtrl_gym.trainers.demos import write_demos
+
+    config = DemoConfig(num_episodes=2, serving={"assistant_prefix": PREFIX, "stop": ['"'], "max_new_tokens": 6},
+                        max_turns=1)
+    path = write_demos(make_demos(config, chatml_tokenizer), tmp_path / "demos.jsonl", config)
+    sft = SFTTrainer(SFTConfig(demos=[str(path)], output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=1,
+                               lora_rank=4, lora_alpha=8, tracker="none", progress=False),
+                     model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)
+    adapter = sft.train()["adapter"]
+    saved = load_serving(tmp_path / "sft")
+    assert saved == ServingSettings(assistant_prefix=PREFIX, stop=['"'], max_new_tokens=6)
+    logged: list[str] = []
+    runs = build_runs(build_parser().parse_args(["eval", "--model", "smollm2-135m", "--adapter", adapter]),
+                      str(tmp_path / "eval"), log=logged.append)
+    trained = next(r for r in runs if r.adapter)
+    assert (trained.assistant_prefix, trained.stop, trained.max_new_tokens) == (PREFIX, ('"',), 6)
+    assert "serving settings of" in "\n".join(logged)

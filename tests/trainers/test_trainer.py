@@ -32,7 +32,7 @@ TASKS = [{"id": f"t{i}", "turns": 1, "letters": "aeiou"[: 1 + i % 5]} for i in r
 
 def tiny_config(tmp_path, **overrides) -> GRPOConfig:
     values = dict(output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=4, max_steps=2,
-                  max_new_tokens=6, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
+                  serving={"max_new_tokens": 6}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
                   tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=2, seed=0)
     values.update(overrides)
     return GRPOConfig(**values)
@@ -308,7 +308,7 @@ def test_cpu_preset_trains_the_embedded_model_on_wordle(tmp_path):
     """One small step of the CPU preset on the real SmolLM2-135M-Instruct and Wordle-v0."""
     config = GRPOConfig.load("cpu", overrides=[
         f"output_dir={tmp_path / 'run'}", "global_batch_size=1", "group_size=2", "max_steps=1", "max_turns=1",
-        "max_new_tokens=16", "val_every=0", "tracker=none", "progress=false", "lora_rank=4",
+        "serving.max_new_tokens=16", "val_every=0", "tracker=none", "progress=false", "lora_rank=4",
         # fp32 training pass: with `auto`, a CPU with native bf16 trains in bf16 while the sampler
         # runs fp32, and the log-prob check below measures that precision gap, not shared weights.
         "autocast_dtype=none"])

@@ -28,7 +28,7 @@ def _trainer(tmp_path, tiny_dir, sampler) -> GRPOTrainer:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     config = GRPOConfig(output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=4, max_steps=3,
-                        max_new_tokens=8, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0,
+                        serving={"max_new_tokens": 8}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0,
                         learning_rate=0.2, tracker="none", progress=False, val_every=0, save_every=0,
                         log_trajectories=0, seed=0, sampler="vllm")
     model = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()

@@ -382,7 +382,7 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
     from mtrl_gym import registry
     from mtrl_gym.rollout.sources.local import rollout_config
 
-    if config.assistant_prefix:
+    if config.serving.assistant_prefix:
         raise ConfigError("`assistant_prefix` cannot be used with the agent source: the agent writes its own turns "
                           "(drop the prefill, or a preset that sets it such as 'cpu')")
     ignored = [name for name in ("env_wrappers", "val_env_wrappers", "max_turns") if getattr(config, name)]

@@ -124,7 +124,7 @@ def _check_ray(options: RayOptions, config: Any) -> None:
 
 
 def _check_agent(options: AgentOptions, config: Any) -> None:
-    if config.constrained:
+    if config.serving.constrained:
         raise ConfigError("`constrained` sampling needs the built-in rollout loop (source 'local'): the agent "
                           "source serves the sampler's own distribution")
 

@@ -63,18 +63,17 @@ def rollout_config(config: Any, *, validation: bool = False, constraint: Any = N
     """The :class:`~mtrl_gym.rollout.engine.RolloutConfig` of training (or validation) rollouts
     (``constraint``: the :class:`~mtrl_gym.rollout.constraint.CompletionConstraint` of every turn)."""
     from mtrl_gym.rollout.engine import RolloutConfig
-    from mtrl_gym.rollout.samplers.base import SamplingParams
 
-    sampling = SamplingParams(temperature=config.val_temperature if validation else config.temperature,
-                              top_p=1.0 if validation else config.top_p, top_k=0 if validation else config.top_k,
-                              max_new_tokens=config.max_new_tokens, stop=tuple(config.stop), constraint=constraint)
+    serving = config.serving
+    sampling = serving.sampling(constraint=constraint, **({"temperature": config.val_temperature, "top_p": 1.0,
+                                                           "top_k": 0} if validation else {}))
     return RolloutConfig(group_size=config.val_group_size if validation else config.group_size,
                          sampling=sampling, max_turns=config.max_turns,
                          max_episode_tokens=config.max_episode_tokens,
                          time_budget_s=config.episode_time_budget_s, seed=config.seed, reply_mode=config.reply_mode,
                          env_kwargs=dict(config.env_kwargs), env_workers=config.env_workers,
                          unfinished_reward=unfinished_reward_value(config.unfinished_reward),
-                         assistant_prefix=config.assistant_prefix)
+                         assistant_prefix=serving.assistant_prefix)
 
 
 def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation: bool = False,
@@ -93,16 +92,17 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
         raise ConfigError(f"{config.env!r} is a multi-agent env: its games are played by the 'selfplay' source "
                           "(source: {name: selfplay}, optionally with seats: {player_1: solver})")
     specs = config.val_env_wrappers if validation else config.env_wrappers
-    wrappers = build_wrappers(specs) + ([EpisodeStats] if validation else [])
+    prompt = config.serving.prompt_wrapper()  # a system prompt or hidden tool schemas: outermost but the stats
+    wrappers = build_wrappers(specs) + ([prompt] if prompt is not None else []) + ([EpisodeStats] if validation else [])
     source = env if env is not None else config.env
     constraint = None
-    if config.constrained and not validation:  # dictionary decoding of training rollouts
+    if config.serving.constrained and not validation:  # dictionary decoding of training rollouts
         from mtrl_gym.rollout.constraint import vocabulary_constraint
 
         made = source() if callable(source) else None  # a factory: ask one env it makes
         try:
-            constraint = vocabulary_constraint(made if made is not None else source, tokenizer, config.stop[0],
-                                               max_tokens=config.max_new_tokens,
+            constraint = vocabulary_constraint(made if made is not None else source, tokenizer,
+                                               config.serving.stop[0], max_tokens=config.serving.max_new_tokens,
                                                what=f"`constrained` training: {config.env}")
         finally:
             if made is not None:

@@ -328,7 +328,7 @@ def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler
     ``options`` say, training or validation rollouts."""
     from mtrl_gym.rollout.sources.local import build_wrappers, rollout_config
 
-    if config.constrained:
+    if config.serving.constrained:
         raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")
     specs = config.val_env_wrappers if validation else config.env_wrappers
     return MultiAgentRolloutEngine(env if env is not None else config.env, sampler, tokenizer,

@@ -1,14 +1,16 @@
 """The GRPO trainer's configuration: one dataclass, loadable from YAML/TOML, overridable.
 
-:class:`GRPOConfig` holds every setting of a training run. Each field's docstring (the
-string under it) is its only documentation: ``mtrl-gym train --help`` and ``docs/training.md``
-show it from there (:func:`field_docs`). ``__post_init__`` validates every value and says
-what was wrong and how to fix it.
+:class:`GRPOConfig` holds every setting of a training run; how its policy is prompted and
+sampled is its nested ``serving`` group (:class:`~mtrl_gym.rollout.serving.ServingSettings`).
+Each field's docstring (the string under it) is its only documentation: ``mtrl-gym train
+--help`` and ``docs/training.md`` show it from there (``GRPOConfig.field_docs()``).
+``__post_init__`` validates every value and says what was wrong and how to fix it; loading
+and saving are the project's one config base (:class:`mtrl_gym.config_base.ConfigBase`).
 
 Sources, later ones win: the defaults, a preset (``presets/<name>.yaml`` next to this
-module: :func:`preset_names`), a YAML or TOML file, and ``key=value`` overrides::
+module: ``GRPOConfig.preset_names()``), a YAML or TOML file, and ``key=value`` overrides::
 
-    cfg = GRPOConfig.load("cpu", "my_run.yaml", overrides=["learning_rate=1e-4", "group_size=4"])
+    cfg = GRPOConfig.load("cpu", "my_run.yaml", overrides=["learning_rate=1e-4", "serving.max_new_tokens=8"])
     cfg.save("runs/x/config.yaml")       # the resolved config is saved with every run
 
 >>> cfg = GRPOConfig(global_batch_size=4, group_size=2, max_steps=3)
@@ -20,31 +22,24 @@ module: :func:`preset_names`), a YAML or TOML file, and ``key=value`` overrides:
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import functools
-import inspect
-import json
 import math
-import os
-import textwrap
-import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mtrl_gym.config_base import ConfigBase
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.samplers.factory import SAMPLERS
+from mtrl_gym.rollout.serving import ServingSettings
 from mtrl_gym.rollout.sources.local import unfinished_reward_value
-from mtrl_gym.trainers.grpo.config_io import (_yaml, coerce, parse_override, preset_names, preset_path,
-                                              read_config_file)
 
-__all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
-           "parse_override", "SAMPLERS", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
-           "TRACKERS"]
+__all__ = ["GRPOConfig", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES", "TRACKERS"]
 
-SAMPLERS = ("hf", "vllm", "openai")
+#: The bundled presets (``<name>.yaml``).
+PRESET_DIR = Path(__file__).with_name("presets")
 PACKING_MODES = ("auto", "shared_prefix", "padding_free", "sorted")
 OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
 LR_SCHEDULES = ("constant", "cosine", "linear")
@@ -54,9 +49,13 @@ AUTOCAST_DTYPES = ("auto", "bfloat16", "float16")
 
 
 @dataclass
-class GRPOConfig:
+class GRPOConfig(ConfigBase):
     """Everything a GRPO run needs. Defaults follow the Amazon SageMaker AI multi-turn RL service (128 tasks x 8
     rollouts, LoRA rank 32, alpha 64, learning rate 4e-5); the ``cpu`` preset is small."""
+
+    PRESETS = PRESET_DIR
+    TOML_TABLE = "grpo"
+    FIELDS_HINT = "`mtrl-gym train --help-all` lists every field."
 
     # ------------------------------------------------------------------ run
     output_dir: str = "runs/grpo"
@@ -105,9 +104,6 @@ class GRPOConfig:
     """Reward of an episode cut before the env gave its outcome (``max_turns``, token budget):
     ``min`` (the env's minimum reward: stalling never beats losing), ``sum`` (its turn
     rewards) or a number such as ``-0.5``."""
-    assistant_prefix: str = ""
-    """Text every assistant turn starts with, written before sampling (a format prefill); its
-    tokens are context, not trained. Evaluate with the same prefix (``eval --assistant-prefix``)."""
 
     # ------------------------------------------------------------------ model
     model: str = "smollm2-135m"
@@ -192,23 +188,11 @@ class GRPOConfig:
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments of the sampler class (``base_url`` for openai, ``gpu_memory_utilization``
     for vllm, ``max_batch_size`` for hf...)."""
-    temperature: float = 1.0
-    """Sampling temperature; training log-probs use the same ``log_softmax(logits / T)``."""
-    top_p: float = 1.0
-    """Nucleus sampling threshold."""
-    top_k: int = 0
-    """Top-k filter (0: off)."""
-    max_new_tokens: int = 256
-    """Most tokens sampled per assistant turn."""
-    stop: list[str] = field(default_factory=list)
-    """Stop strings: a turn ends with the token that completes one (kept in the turn)."""
-    constrained: bool = False
-    """Sample training rollouts with dictionary decoding: every turn is one text of the env's
-    action vocabulary (``EnvProfile.action_vocabulary``) followed by the first ``stop``
-    string (``mtrl_gym.rollout.constraint``; the ``hf`` sampler only; validation rollouts stay
-    unconstrained). The update still trains the model's own, unconstrained distribution p:
-    the sampled tokens come from the constrained q >= p, so ``tis_cap`` (required) weighs
-    each token by ``min(p / q, cap)`` <= 1 and ``old_logprobs: auto`` recomputes."""
+    serving: ServingSettings = field(default_factory=ServingSettings)
+    """How the policy is prompted and sampled: system prompt, tool schemas, format prefill
+    (``assistant_prefix``), stop strings, tokens per turn, temperature, top-p, top-k and
+    dictionary decoding (``constrained``). Saved as ``serving.yaml`` in the run folder, where
+    ``mtrl-gym eval --adapter`` reads it, so the adapter is evaluated as it was trained."""
 
     # ------------------------------------------------------------------ objective
     loss: str = "ppo"
@@ -291,7 +275,7 @@ class GRPOConfig:
     # ------------------------------------------------------------------ validation of values
 
     def __post_init__(self) -> None:
-        _coerce_fields(self)
+        super().__post_init__()
         self._check_run()
         self._check_model()
         self._check_batch()
@@ -302,15 +286,13 @@ class GRPOConfig:
         self._check_constrained()
 
     def _check_constrained(self) -> None:
-        if self.constrained is not False and self.constrained is not True:
-            raise ConfigError(f"`constrained` must be true or false, got {self.constrained!r}")
-        if self.constrained:
+        if self.serving.constrained:
             if self.sampler != "hf":
                 raise ConfigError(f"`constrained` sampling needs the 'hf' sampler (got sampler={self.sampler!r})")
             if self.old_logprobs == "sampler":
                 raise ConfigError("`constrained` sampling cannot use `old_logprobs: sampler`: the sampler's "
                                   "log-probs are the constrained distribution's, not the policy's; use auto or recompute")
-            if not self.stop or self.tis_cap is None:
+            if not self.serving.stop or self.tis_cap is None:
                 raise ConfigError("`constrained` sampling needs a `stop` string (it ends every allowed text) and "
                                   "`tis_cap` (the constrained sampler is not the policy: its tokens are reweighted)")
 
@@ -329,10 +311,6 @@ class GRPOConfig:
         _positive_or_none(self, "episode_time_budget_s")
         _one_of(self, "reply_mode", ("auto", "tool", "user"))
         unfinished_reward_value(self.unfinished_reward)
-        if isinstance(self.stop, str):
-            self.stop = [self.stop]
-        if any(not isinstance(x, str) or not x for x in self.stop):
-            raise ConfigError(f"`stop` must be a list of non-empty strings, got {self.stop!r}")
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"`env` must be an environment id such as 'mtrl/Wordle-v0', got {self.env!r}")
         for name in ("env_wrappers", "val_env_wrappers"):
@@ -396,14 +374,8 @@ class GRPOConfig:
 
     def _check_objective(self) -> None:
         _one_of(self, "sampler", SAMPLERS)
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ConfigError(f"`temperature` must be a finite number >= 0, got {self.temperature!r}")
         if not (self.val_temperature >= 0 and math.isfinite(self.val_temperature)):
             raise ConfigError(f"`val_temperature` must be a finite number >= 0, got {self.val_temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"`top_p` must be in (0, 1], got {self.top_p!r}")
-        _at_least(self, "top_k", 0)
-        _at_least(self, "max_new_tokens", 1)
         if not (self.kl_coef >= 0 and math.isfinite(self.kl_coef)):
             raise ConfigError(f"`kl_coef` must be a finite number >= 0, got {self.kl_coef!r}")
         for name in ("repeat_penalty", "dominance_penalty"):
@@ -442,73 +414,7 @@ class GRPOConfig:
         """``run_name``, or the output folder's name."""
         return self.run_name or Path(self.output_dir).name or "grpo"
 
-    # ------------------------------------------------------------------ loading and saving
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON/YAML-safe values of every field."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> GRPOConfig:
-        """A config from a mapping; unknown keys raise ConfigError with close matches.
-
-        Strings are converted to the field's type (``"1e-4"`` for a float field), so values
-        from the command line or a sloppy YAML file work.
-        """
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = [k for k in values if k not in names]
-        if unknown:
-            raise ConfigError(_unknown_keys_message(unknown, names))
-        return cls(**dict(values))
-
-    @classmethod
-    def load(cls, *sources: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = ()) -> GRPOConfig:
-        """Merge presets (by name), YAML/TOML files and mappings in order, then ``key=value`` overrides."""
-        merged: dict[str, Any] = {}
-        for source in sources:
-            if isinstance(source, Mapping):
-                merged.update(source)
-            elif str(source) in preset_names():
-                merged.update(read_config_file(preset_path(str(source))))
-            else:
-                merged.update(read_config_file(source))
-        for item in overrides:
-            key, value = parse_override(item)
-            _set_dotted(merged, key, value)
-        return cls.from_dict(merged)
-
-    def replace(self, **changes: Any) -> GRPOConfig:
-        """A copy with ``changes`` applied (validated again)."""
-        return GRPOConfig.from_dict({**self.to_dict(), **changes})
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the config as YAML (``.yaml``/``.yml``) or JSON (any other suffix)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = self.to_dict()
-        if path.suffix.lower() in (".yaml", ".yml"):
-            yaml = _yaml()
-            text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-        else:
-            text = json.dumps(data, indent=2)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-        return path
-
-
 # ---------------------------------------------------------------------- field checks
-
-def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
-    """``values[key] = value``; ``a.b`` sets key ``b`` of the mapping ``values["a"]`` (``source.workers=4``)."""
-    head, dot, rest = key.partition(".")
-    if not dot:
-        values[key] = value
-        return
-    inner = values.get(head)
-    inner = dict(inner) if isinstance(inner, Mapping) else {}
-    _set_dotted(inner, rest, value)
-    values[head] = inner
 
 def _at_least(cfg: GRPOConfig, name: str, low: int) -> None:
     value = getattr(cfg, name)
@@ -567,38 +473,3 @@ def _check_maths_names(cfg: GRPOConfig) -> None:
     estimator = advantages.get_advantage_estimator(cfg.advantage)
     advantages._check_options(estimator, cfg.advantage_kwargs, f"advantage estimator {cfg.advantage!r}",
                               reserved=("turn_mask",))
-
-
-def _unknown_keys_message(unknown: Sequence[str], names: Sequence[str]) -> str:
-    parts = []
-    for key in unknown:
-        close = difflib.get_close_matches(str(key).replace("-", "_"), names, n=2, cutoff=0.6)
-        parts.append(f"{key!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
-    return (f"unknown config key(s): {', '.join(parts)}. `mtrl-gym train --help` lists every field.")
-
-
-# ---------------------------------------------------------------------- type coercion
-
-@functools.cache
-def _field_types() -> dict[str, Any]:
-    return typing.get_type_hints(GRPOConfig)
-
-
-def _coerce_fields(cfg: GRPOConfig) -> None:
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        setattr(cfg, f.name, coerce(f.name, value, _field_types()[f.name]))
-
-
-@functools.cache
-def field_docs() -> dict[str, str]:
-    """Each field's docstring (the string literal under it), whitespace-normalised."""
-    source = textwrap.dedent(inspect.getsource(GRPOConfig))
-    body = ast.parse(source).body[0].body
-    docs: dict[str, str] = {}
-    for node, nxt in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
-                and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
-                and isinstance(nxt.value.value, str):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
-    return docs

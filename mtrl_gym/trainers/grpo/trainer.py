@@ -58,6 +58,7 @@ from mtrl_gym.trainers.grpo.diversity import (
 )
 from mtrl_gym.trainers.grpo.factory import load_model
 from mtrl_gym.rollout.samplers.factory import make_sampler
+from mtrl_gym.rollout.serving import SERVING_FILE
 from mtrl_gym.rollout.sources.base import RolloutSource, TaskFeed
 from mtrl_gym.rollout.sources.factory import BuildContext, make_sources
 from mtrl_gym.trainers.grpo.metrics import PhaseTimer, RunTotals, rollout_metrics
@@ -212,7 +213,7 @@ class GRPOTrainer:
         old = c.old_logprobs
         if old == "auto":  # stale batches were sampled by older weights: recompute
             old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0
-                                and not self.source.samples_stale and not c.constrained) else "recompute"
+                                and not self.source.samples_stale and not c.serving.constrained) else "recompute"
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
         return UpdateSettings.from_config(c, old_logprobs=old, packing=packing,
@@ -422,6 +423,7 @@ class GRPOTrainer:
     def _start_tracking(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config.save(self.run_dir / "config.yaml")
+        self.config.serving.save(self.run_dir / SERVING_FILE)  # what `mtrl-gym eval --adapter` serves it with
         if self.step:
             self.recorder.truncate_after(self.step)
         params = {**self.config.to_dict(), "total_steps": self.total_steps,

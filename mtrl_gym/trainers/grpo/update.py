@@ -70,7 +70,7 @@ class UpdateSettings:
                    max_episode_tokens=config.max_episode_tokens, kl_coef=config.kl_coef, tis_cap=config.tis_cap,
                    old_logprobs=old_logprobs, updates_per_step=config.updates_per_step,
                    micro_batch_tokens=config.micro_batch_tokens, packing=packing,
-                   temperature=config.temperature, max_grad_norm=config.max_grad_norm,
+                   temperature=config.serving.temperature, max_grad_norm=config.max_grad_norm,
                    autocast_dtype=autocast_dtype, pad_token_id=pad_token_id, seed=config.seed)
 
 

@@ -6,20 +6,20 @@ are the GRPO trainer's, so the fields of the same name mean the same thing there
 
 >>> SFTConfig(demos=["demos.jsonl"], batch_size=8, max_steps=10).batch_size
 8
+>>> SFTConfig.load({"batch_size": "4"}, overrides=["serving.max_new_tokens=6"]).serving.max_new_tokens
+6
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import os
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from mtrl_gym.config_base import ConfigBase
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.serving import ServingSettings
 
 __all__ = ["SFTConfig"]
 
@@ -27,8 +27,10 @@ _PACKING = ("auto", "shared_prefix", "padding_free", "sorted")
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(ConfigBase):
     """Everything an SFT run needs."""
+
+    KIND = "SFT config"
 
     demos: list[str] = field(default_factory=list)
     """Demonstration files (trajectory JSONL from ``mtrl-gym demos``); their sequences are pooled."""
@@ -104,11 +106,16 @@ class SFTConfig:
     """Checkpoint every N steps (and after the last step); 0: only at the end."""
     keep_checkpoints: int = 2
     """Most recent checkpoints kept; 0 keeps all."""
+    serving: ServingSettings | None = None
+    """How the adapter is to be served (prefill, stop strings, ...), saved as ``serving.yaml``
+    in the run folder for ``mtrl-gym eval --adapter``; None: the demonstrations' own (from
+    their ``.meta.json``)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.demos, (str, os.PathLike)):
             self.demos = [str(self.demos)]
         self.demos = [str(d) for d in self.demos]
+        super().__post_init__()
         for name in ("batch_size", "micro_batch_tokens", "log_every", "lora_rank"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -141,51 +148,3 @@ class SFTConfig:
     @property
     def resolved_run_name(self) -> str:
         return self.run_name or Path(self.output_dir).name or "sft"
-
-    def to_dict(self) -> dict[str, Any]:
-        return json.loads(json.dumps(dataclasses.asdict(self)))
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> SFTConfig:
-        """A config from a mapping; unknown keys raise ConfigError naming them."""
-        import difflib
-
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = [k for k in values if k not in names]
-        if unknown:
-            hints = [f"{k!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, names, 1)) else "")
-                     for k in unknown]
-            raise ConfigError(f"unknown SFT config key(s): {', '.join(hints)}")
-        return cls(**dict(values))
-
-    @classmethod
-    def load(cls, *sources: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = ()) -> SFTConfig:
-        """Merge YAML/TOML files and mappings in order, then ``key=value`` overrides."""
-        from mtrl_gym.trainers.grpo.config_io import (
-            coerce,
-            parse_override,
-            read_config_file,
-        )
-
-        merged: dict[str, Any] = {}
-        for source in sources:
-            merged.update(source if isinstance(source, Mapping) else read_config_file(source))
-        for item in overrides:
-            key, value = parse_override(item)
-            merged[key] = value
-        import typing
-
-        hints = typing.get_type_hints(cls)
-        merged = {k: coerce(k, v, hints[k]) if k in hints else v for k, v in merged.items()}
-        return cls.from_dict(merged)
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the config as YAML (``.yaml``/``.yml``) or JSON."""
-        from mtrl_gym.trainers.grpo.config_io import _yaml
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = self.to_dict()
-        text = _yaml().safe_dump(data, sort_keys=False) if path.suffix in (".yaml", ".yml") else json.dumps(data, indent=2)
-        path.write_text(text, encoding="utf-8")
-        return path

@@ -44,6 +44,7 @@ from mtrl_gym.trainers.grpo.policy import (
     trainable_parameters,
 )
 from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, make_tracker
+from mtrl_gym.rollout.serving import SERVING_FILE, ServingSettings
 from mtrl_gym.trainers.sft.config import SFTConfig
 from mtrl_gym.trainers.sft.data import DemoStream, demo_sequences, load_demonstrations
 from mtrl_gym.trainers.sft.loss import sft_loss
@@ -108,6 +109,20 @@ class SFTTrainer:
         self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
             c.tracker, tracking_uri=c.tracking_uri, experiment=c.experiment, run_name=c.resolved_run_name))
 
+    def serving(self) -> ServingSettings:
+        """The serving settings of the adapter: the config's, else those the first demonstration
+        file was made with (its ``.meta.json``), else the defaults."""
+        if self.config.serving is not None:
+            return self.config.serving
+        from mtrl_gym.trainers.demos import read_demo_meta
+
+        for path in self.config.demos[:1]:
+            meta = read_demo_meta(path) or {}
+            made = (meta.get("config") or {}).get("serving")
+            if isinstance(made, dict):
+                return ServingSettings.from_dict(made)
+        return ServingSettings()
+
     def _total_steps(self) -> int:
         c = self.config
         limits = [c.max_steps] if c.max_steps is not None else []
@@ -122,6 +137,7 @@ class SFTTrainer:
         c = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
         c.save(self.run_dir / "config.yaml")
+        self.serving().save(self.run_dir / SERVING_FILE)  # what `mtrl-gym eval --adapter` serves it with
         if self.step:
             self.recorder.truncate_after(self.step)
         self.recorder.tracker.start({**c.to_dict(), "total_steps": self.total_steps, "packing": self.packing,

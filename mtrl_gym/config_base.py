@@ -1,0 +1,422 @@
+"""The one config base: every config class of the project extends :class:`ConfigBase`.
+
+A config is a dataclass whose field docstrings (the string under each field) are its only
+documentation and whose ``__post_init__`` validates. The base gives each of them the same
+loading and saving:
+
+* :meth:`ConfigBase.load` merges presets (by name, from the class's ``PRESETS`` folder),
+  YAML/TOML/JSON files and mappings in order, then ``key=value`` overrides; a dotted key
+  (``serving.max_new_tokens=6``) sets a field of a nested group;
+* :meth:`ConfigBase.from_dict` refuses unknown keys with close matches, converts strings
+  to the field's type (``"1e-4"`` for a float) and builds nested groups from mappings;
+* :meth:`ConfigBase.save` / :meth:`ConfigBase.to_dict` write plain YAML/JSON;
+* :meth:`ConfigBase.field_docs` reads the field docstrings (dotted for nested groups), for
+  ``--help`` and the docs' tables.
+
+>>> from dataclasses import dataclass, field
+>>> @dataclass
+... class Inner(ConfigBase):
+...     rate: float = 0.5
+...     '''A rate.'''
+>>> @dataclass
+... class Outer(ConfigBase):
+...     steps: int = 1
+...     '''How many steps.'''
+...     inner: Inner = field(default_factory=Inner)
+...     '''A nested group.'''
+>>> Outer.load({"steps": "3"}, overrides=["inner.rate=0.25"])
+Outer(steps=3, inner=Inner(rate=0.25))
+>>> Outer.field_docs()["inner.rate"]
+'A rate.'
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import json
+import math
+import os
+import textwrap
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mtrl_gym.error import ConfigError
+
+__all__ = ["ConfigBase", "coerce", "read_config_file", "parse_override", "yaml_module"]
+
+
+class ConfigBase:
+    """Loading, saving, coercion and field docs shared by every config dataclass."""
+
+    #: Folder of the class's presets (``<name>.yaml``), or None.
+    PRESETS: ClassVar[Path | None] = None
+    #: The table a TOML file may put the fields under (``[grpo]``).
+    TOML_TABLE: ClassVar[str | None] = None
+    #: What error messages call the config (``unknown <KIND> key(s): ...``).
+    KIND: ClassVar[str] = "config"
+    #: Where the error for an unknown key sends the reader; None lists the fields.
+    FIELDS_HINT: ClassVar[str | None] = None
+
+    def __post_init__(self) -> None:
+        """Convert every field to its annotated type (nested groups from mappings)."""
+        hints = _hints(type(self))
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, coerce(f.name, getattr(self, f.name), hints[f.name]))
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """A config from a mapping; unknown keys raise ConfigError with close matches."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in values if k not in names]
+        if unknown:
+            raise ConfigError(_unknown_keys_message(cls, unknown, names))
+        return cls(**dict(values))
+
+    @classmethod
+    def preset_names(cls) -> list[str]:
+        """Names of the class's presets."""
+        return sorted(p.stem for p in cls.PRESETS.glob("*.yaml")) if cls.PRESETS is not None else []
+
+    @classmethod
+    def preset_path(cls, name: str) -> Path:
+        """The file of preset ``name``."""
+        path = cls.PRESETS / f"{name}.yaml" if cls.PRESETS is not None else None
+        if path is None or not path.is_file():
+            close = difflib.get_close_matches(name, cls.preset_names(), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown preset {name!r}.{hint} Presets: {', '.join(cls.preset_names()) or 'none'}")
+        return path
+
+    @classmethod
+    def read(cls, source: str | os.PathLike) -> dict[str, Any]:
+        """The values of one preset name or config file."""
+        if str(source) in cls.preset_names():
+            return read_config_file(cls.preset_path(str(source)))
+        names = ", ".join(cls.preset_names())
+        hint = "give a YAML/TOML file" + (f" or a preset name ({names})" if names else "")
+        return read_config_file(source, table=cls.TOML_TABLE, hint=hint)
+
+    @classmethod
+    def load(cls, *sources: str | os.PathLike | Mapping[str, Any], overrides: Iterable[str] = ()):
+        """Merge presets (by name), YAML/TOML files and mappings in order, then ``key=value`` overrides."""
+        merged: dict[str, Any] = {}
+        for source in sources:
+            _merge(cls, merged, source if isinstance(source, Mapping) else cls.read(source))
+        for item in overrides:
+            key, value = parse_override(item)
+            _set_dotted(merged, key, value)
+        return cls.from_dict(merged)
+
+    def replace(self, **changes: Any):
+        """A copy with ``changes`` applied (validated again)."""
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+    # ------------------------------------------------------------------ saving
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON/YAML-safe values of every field (nested groups as mappings)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the config as YAML (``.yaml``/``.yml``) or JSON (any other suffix), atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = self.to_dict()
+        if path.suffix.lower() in (".yaml", ".yml"):
+            text = yaml_module().safe_dump(data, sort_keys=False, allow_unicode=True)
+        else:
+            text = json.dumps(data, indent=2)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    # ------------------------------------------------------------------ docs
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Each field's docstring, whitespace-normalised; a nested group's fields as ``group.field``."""
+        cached = cls.__dict__.get("_field_docs_cache")
+        if cached is not None:
+            return cached
+        docs: dict[str, str] = {}
+        hints = _hints(cls)
+        own = _docstrings(cls)
+        for f in dataclasses.fields(cls):
+            docs[f.name] = own.get(f.name, "")
+            group = _group_class(hints[f.name])
+            if group is not None:
+                docs.update({f"{f.name}.{k}": v for k, v in group.field_docs().items()})
+        cls._field_docs_cache = docs
+        return docs
+
+    @classmethod
+    def groups(cls) -> dict[str, type]:
+        """The nested groups: field name -> config class."""
+        hints = _hints(cls)
+        return {f.name: g for f in dataclasses.fields(cls) if (g := _group_class(hints[f.name])) is not None}
+
+
+def _docstrings(cls: type) -> dict[str, str]:
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0].body
+        for node, nxt in zip(body, body[1:]):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) \
+                    and isinstance(nxt.value.value, str):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    cached = cls.__dict__.get("_type_hints_cache")
+    if cached is None:
+        cached = typing.get_type_hints(cls)
+        cls._type_hints_cache = cached
+    return cached
+
+
+def _group_class(tp: Any) -> type | None:
+    return tp if isinstance(tp, type) and issubclass(tp, ConfigBase) else None
+
+
+def _merge(cls: type, into: dict[str, Any], values: Mapping[str, Any]) -> None:
+    """Merge ``values`` into ``into``: a nested group's mapping is merged field by field (a later
+    file that sets ``serving: {temperature: 0.5}`` keeps the preset's other serving settings),
+    a dotted key sets one field of a group, any other key replaces the value."""
+    groups = cls.groups()
+    for key, value in values.items():
+        key = str(key)
+        if key in groups and isinstance(value, Mapping):
+            inner = into.get(key)
+            if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
+                inner = dataclasses.asdict(inner)
+            inner = dict(inner) if isinstance(inner, Mapping) else {}
+            _merge(groups[key], inner, value)
+            into[key] = inner
+        else:
+            _set_dotted(into, key, value)
+
+
+def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
+    """``values[key] = value``; ``a.b`` sets key ``b`` of the mapping ``values["a"]`` (``source.workers=4``)."""
+    head, dot, rest = key.partition(".")
+    if not dot:
+        values[key] = value
+        return
+    inner = values.get(head)
+    if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
+        inner = dataclasses.asdict(inner)
+    inner = dict(inner) if isinstance(inner, Mapping) else {}
+    _set_dotted(inner, rest, value)
+    values[head] = inner
+
+
+def _unknown_keys_message(cls: type, unknown: Sequence[str], names: Sequence[str]) -> str:
+    parts = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key).replace("-", "_"), names, n=2, cutoff=0.6)
+        parts.append(f"{key!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
+    hint = cls.FIELDS_HINT or f"Its fields: {', '.join(names)}."
+    return f"unknown {cls.KIND} key(s): {', '.join(parts)}. {hint}"
+
+
+def coerce(name: str, value: Any, tp: Any) -> Any:
+    """Convert ``value`` (often a string from the command line) to the annotated type ``tp``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        if type(None) in args and (value is None or (isinstance(value, str)
+                                                     and value.strip().lower() in ("none", "null", "~"))):
+            return None
+        if isinstance(value, str) and str in options and not _looks_structured(value):
+            return value
+        errors = []
+        for option in options:
+            try:
+                return coerce(name, value, option)
+            except ConfigError as e:
+                errors.append(str(e).split(", got")[0].removeprefix(f"`{name}` must be "))
+        allowed = " or ".join(errors + (["None"] if type(None) in args else []))
+        raise ConfigError(f"`{name}` must be {allowed}, got {value!r}")
+    group = _group_class(tp)
+    if group is not None:
+        if isinstance(value, group):
+            return value
+        if isinstance(value, str) and _looks_structured(value):
+            value = _parse_structured(name, value)
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"`{name}` must be a mapping of its fields ({', '.join(f.name for f in dataclasses.fields(group))}), "
+                              f"got {value!r}")
+        try:
+            return group.from_dict(value)
+        except ConfigError as e:
+            raise ConfigError(f"`{name}`: {e}") from None
+    if tp is bool:
+        return _to_bool(name, value)
+    if tp is int:
+        return _to_int(name, value)
+    if tp is float:
+        return _to_float(name, value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"`{name}` must be a string, got {value!r}")
+        return value
+    if origin in (list, dict):
+        if isinstance(value, str):
+            value = _parse_structured(name, value)
+        if isinstance(value, tuple) and origin is list:
+            value = list(value)
+        if not isinstance(value, origin):
+            raise ConfigError(f"`{name}` must be a {origin.__name__}, got {value!r}")
+        return value
+    return value
+
+
+def _looks_structured(text: str) -> bool:
+    return text.lstrip()[:1] in ("[", "{")
+
+
+def _parse_structured(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        why = f"{e.msg} at character {e.pos}"
+    except RecursionError:
+        why = "nested too deeply"
+    if len(text) <= 10_000:
+        try:
+            return yaml_module().safe_load(text)
+        except Exception:  # noqa: BLE001 - any parse failure is the user's value
+            pass
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    raise ConfigError(f"`{name}`: cannot parse {shown!r} as JSON or YAML (JSON: {why}); write it as JSON, "
+                      f"e.g. '{{\"key\": 1}}'") from None
+
+
+def _to_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "no", "off", "0"):
+        return False
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise ConfigError(f"`{name}` must be true or false, got {value!r}")
+
+
+def _to_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"`{name}` must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip().replace("_", ""))
+        except ValueError:
+            try:
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if number.is_integer():
+                return int(number)
+    raise ConfigError(f"`{name}` must be an integer, got {value!r}")
+
+
+def _to_float(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise ConfigError(f"`{name}` must be a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            pass
+    raise ConfigError(f"`{name}` must be a number, got {value!r}")
+
+
+# ---------------------------------------------------------------------- files, presets, overrides
+
+def yaml_module():
+    try:
+        import yaml
+    except ImportError:
+        from mtrl_gym.error import DependencyNotInstalled
+
+        raise DependencyNotInstalled("pyyaml", extra="train") from None
+    return yaml
+
+
+def _toml():
+    try:
+        import tomllib  # Python >= 3.11
+    except ImportError:
+        try:
+            import tomli as tomllib
+        except ImportError:
+            from mtrl_gym.error import DependencyNotInstalled
+
+            raise DependencyNotInstalled("tomli", hint="pip install tomli (TOML configs on Python 3.10)") from None
+    return tomllib
+
+
+def read_config_file(path: str | os.PathLike, *, table: str | None = None,
+                     hint: str = "give a YAML/TOML file") -> dict[str, Any]:
+    """Read a YAML (``.yaml``/``.yml``), TOML (``.toml``) or JSON file into a dict.
+
+    A TOML file may put the fields at the top level or under a ``[<table>]`` table.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read config {str(path)!r} ({e.strerror}); {hint}") from None
+    suffix = path.suffix.lower()
+    parse = _toml().loads if suffix == ".toml" else json.loads if suffix == ".json" else yaml_module().safe_load
+    try:
+        data = parse(text)
+    except Exception as e:  # noqa: BLE001 - yaml, toml and json errors differ
+        raise ConfigError(f"{path}: not valid {suffix.lstrip('.') or 'YAML'} ({e})") from None
+    if suffix == ".toml" and isinstance(data, dict) and table is not None:
+        data = data.get(table, data)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file must hold a mapping of field: value, got {type(data).__name__}")
+    return data
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``"key=value"`` -> ``(key, value)``; dashes in the key become underscores.
+
+    The value stays a string unless it is JSON/YAML structure (``[...]`` or ``{...}``);
+    :class:`GRPOConfig` converts strings to the field's type.
+    """
+    if "=" not in item:
+        raise ConfigError(f"an override must look like key=value, got {item!r}")
+    key, value = item.split("=", 1)
+    key = key.strip().lstrip("-").replace("-", "_")
+    if not key:
+        raise ConfigError(f"an override must look like key=value, got {item!r}")
+    return key, value
+
+
