@@ -15,13 +15,42 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 
 
+def _doc_block(marker: str) -> str:
+    """The ```python block of the doc that contains ``marker``."""
+    blocks = [b.split("```", 1)[0] for b in DOC.split("```python")[1:]]
+    (code,) = [b for b in blocks if marker in b]
+    return code
+
+
 @pytest.fixture(scope="module")
 def guess_env():
-    code = DOC.split("```python", 1)[1].split("```", 1)[0]
+    code = _doc_block("class GuessEnv")
     scope: dict = {}
     exec(compile(code, "docs/architecture.md", "exec"), scope)  # noqa: S102 - our own documentation
     yield scope
     gymnasium.registry.pop("my_pkg/Guess-v0", None)
+
+
+def test_the_toy_rollout_source_of_the_doc_trains_one_step(tmp_path, chatml_tokenizer):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from tiny_models import build_tiny_llama
+
+    scope: dict = {}
+    exec(compile(_doc_block("class TwoRepliesSource"), "docs/architecture.md", "exec"), scope)  # noqa: S102
+    model = build_tiny_llama(len(chatml_tokenizer), seed=0)
+    metrics = scope["train_one_step"](model, chatml_tokenizer, str(tmp_path / "toy"))
+    assert metrics["rollout/episodes"] == 4 and metrics["rollout/reward_mean"] == 0.5
+    assert metrics["train/trained_tokens"] > 0 and metrics["train/sequences"] == 4
+    lora = {n: p for n, p in model.named_parameters() if "lora_B" in n}  # LoRA B starts at zero
+    assert lora and any(not torch.equal(p, torch.zeros_like(p)) for p in lora.values())  # one update moved it
+
+
+def test_the_source_table_lists_every_source():
+    from mtrl_gym.rollout.sources.factory import SOURCES
+
+    rows = {line.split("`")[1] for line in DOC.splitlines() if line.startswith("| `") and "| `rollout." in line}
+    assert rows == set(SOURCES)
 
 
 def test_a_third_party_env_gets_splits_policies_and_evaluation_through_its_profile(guess_env, tmp_path):

@@ -110,6 +110,9 @@ class GRPOTrainer:
         train_tasks, val_tasks: task lists (dicts) or None (the env draws tasks from
             seeds); default: as ``config`` says (task files or the env's generated split).
         env: an env factory (a callable returning a new env) or id, instead of ``config.env``.
+        source: a ready :class:`~mtrl_gym.rollout.sources.base.RolloutSource` of the training
+            episodes, instead of the one ``config.source`` names (validation still plays
+            ``config.source``'s validation episodes).
         tracker: where metrics go besides the run folder; default from ``config.tracker``.
         resume: a checkpoint folder or a run folder (its latest checkpoint) to continue from.
 
@@ -120,7 +123,8 @@ class GRPOTrainer:
 
     def __init__(self, config: GRPOConfig, *, model: Any = None, tokenizer: Any = None, sampler: Any = None,
                  train_tasks: Any = FROM_CONFIG, val_tasks: Any = FROM_CONFIG, env: Any = None,
-                 tracker: Tracker | None = None, resume: str | Path | None = None):
+                 source: RolloutSource | None = None, tracker: Tracker | None = None,
+                 resume: str | Path | None = None):
         self.config = config
         self.run_dir = Path(config.output_dir)
         seed_everything(config.seed)
@@ -154,12 +158,18 @@ class GRPOTrainer:
             **config.sampler_kwargs)
         self.source: RolloutSource
         """Where the training episodes come from (``config.source``); ``val_source``: the validation ones."""
-        self.source, val_source = make_sources(config.source, BuildContext(config, self.policy, self.sampler,
-                                                                           tokenizer, env))
-        self.val_source: RolloutSource | None = val_source
-        if not (config.val_every and self.val_tasks != []):
-            val_source.close()
-            self.val_source = None
+        validating = bool(config.val_every and self.val_tasks != [])
+        if source is None or validating:
+            built, val_source = make_sources(config.source, BuildContext(config, self.policy, self.sampler,
+                                                                         tokenizer, env))
+            if source is not None:
+                built.close()
+            self.source = source if source is not None else built
+            self.val_source: RolloutSource | None = val_source if validating else None
+            if not validating:
+                val_source.close()
+        else:
+            self.source, self.val_source = source, None
         self._feed = TaskFeed(draw=self._next_tasks, seed=lambda step: _seed_for(config.seed, 1, step),
                               last_step=self.total_steps - 1)
         self._consumed_data = self.tasks.state_dict()
