@@ -12,8 +12,8 @@
   a chat template that renders tools, so this path puts TRL's Qwen2.5 template on the
   tokenizer (SmolLM2's own template ignores tools).
 
-A few CPU steps of a 135M model show the loop running, not learning; see the README's
-training section for a recipe that learns.
+A few CPU steps of a 135M model show the loop running, not learning; see
+docs/training.md for a recipe that learns.
 """
 
 from __future__ import annotations

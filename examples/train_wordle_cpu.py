@@ -12,7 +12,7 @@ already in ``--out`` (so an interrupted run continues):
    (system prompt without tool schemas, format prefill, stop at ``"``), each guess spelled
    out (``R E S I N``: one token per letter, the same tokens as the board's letters).
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
-   tokens only), for ``--sft-steps`` steps of 8 games (``--sft-minutes`` caps the time).
+   tokens only), for ``--sft-steps`` steps of 8 games (no time cap unless ``--sft-minutes``: a slow machine gives the same table, later).
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **Evaluations** on the held-out validation words, same words, reset seeds and
@@ -49,12 +49,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/wordle-cpu", help="output folder (default: runs/wordle-cpu)")
     p.add_argument("--short", action="store_true",
-                   help="the small version: 3 min SFT, 2 GRPO steps of 2 x 4 episodes, 8 held-out words, "
+                   help="the small version: 18 SFT steps, 2 GRPO steps of 2 x 4 episodes, 8 held-out words, "
                         "no base-model dictionary column")
     p.add_argument("--demos", type=int, default=960, help="teacher games (training words, cycled; default 960)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
-    p.add_argument("--sft-minutes", type=float, default=45.0, help="SFT time cap (default: 45)")
+    p.add_argument("--sft-minutes", type=float, default=None,
+                   help="an optional SFT time cap (default: none; the step count decides, so a slow machine "
+                        "gives the same table later rather than a worse one)")
     p.add_argument("--sft-steps", type=int, default=160, help="SFT steps of 8 games (the schedule's length; default: 160)")
     p.add_argument("--grpo-steps", type=int, default=6, help="GRPO steps of 6 x 6 episodes (default: 6)")
     p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated (max 128)")
@@ -66,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args(argv)
     if args.short:
-        args.demos, args.sft_minutes, args.sft_steps, args.eval_tasks = 160, 3.0, 18, min(args.eval_tasks, 8)
+        args.demos, args.sft_steps, args.eval_tasks = 160, 18, min(args.eval_tasks, 8)
         args.grpo_steps = 2
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args
@@ -151,7 +153,7 @@ def table(columns: dict[str, dict]) -> str:
             elif key == "solve_rate":
                 cells.append(f"{v:.1%} [{m['solve_rate_low']:.1%}, {m['solve_rate_high']:.1%}] ({m['solved']}/{m['games']})")
             elif key == "top_guess_share":
-                cells.append(f"{v:.1%} ({m['top_guess']})")
+                cells.append(f"{v:.1%} ({m['top_guess']})" if m.get("top_guess") else "no valid guess")
             elif key in ("consistency_vs_random", "outcome_reward_mean"):
                 cells.append(f"{v:.2f}")
             else:

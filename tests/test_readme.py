@@ -42,6 +42,71 @@ def test_every_registered_env_is_in_the_table_and_back():
     assert listed == set(list_envs()) and mtrl_gym
 
 
-def test_relative_links_point_to_files():
-    for target in re.findall(r"\]\(((?:docs|examples|benchmarks|scripts|mtrl_gym)/[^)#]+)", README):
-        assert (ROOT / target).exists(), target
+MAX_README_LINES = 150
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: A measured figure: a number and a unit (``4.1 min``, ``96 %``, ``2.34x``, ``38.5 KB``).
+#: A ratio or a thousands figure is written attached (``1.81x``, ``76k``); ``8 x 8`` is a product.
+FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?: ?(%|min\b|ms\b|s\b|[KMG]B\b)|(x|k)\b)")
+#: Figures too common to belong to one measurement.
+COMMON_FIGURES = {"0 %", "100 %"}
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced code blocks, whitespace runs made single spaces."""
+    return re.sub(r"\s+", " ", re.sub(r"```.*?```", " ", text, flags=re.S))
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S), re.M):
+        slug = _slug(heading)
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def _figures(text: str) -> set[str]:
+    return {f"{number} {unit or attached}" for number, unit, attached in FIGURE.findall(_prose(text))} - COMMON_FIGURES
+
+
+def test_the_readme_is_short():
+    assert len(README.splitlines()) <= MAX_README_LINES, "move results and details to docs/"
+
+
+def test_relative_links_and_anchors_resolve():
+    """Every relative link of the README and of docs/*.md names a file, and its #anchor a heading there."""
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path) if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def test_readme_figures_live_in_one_place():
+    """A measured figure stated in the README is not restated in docs/ (keep it in one, link the other)."""
+    in_docs = {}
+    for page in PAGES[1:]:
+        for figure in _figures(page.read_text(encoding="utf-8")):
+            in_docs.setdefault(figure, page.name)
+    twice = {figure: in_docs[figure] for figure in _figures(README) if figure in in_docs}
+    assert not twice, twice
+
+
+def test_the_figure_pattern_finds_measured_figures():
+    text = ("4.1 min, 96 % new, 2.34x, 38.5 KB, 76k resets, 10-13 s each; not v2.13.0, r16, 8 x 8 boards,"
+            " 2 shared cores or 0 %.\n```\n5 s\n```")
+    assert _figures(text) == {"4.1 min", "96 %", "2.34 x", "38.5 KB", "76 k", "13 s"}
+    assert _slug("Dictionary decoding (`--constrained`)") == "dictionary-decoding---constrained"

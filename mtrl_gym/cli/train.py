@@ -289,7 +289,7 @@ def _check_sampler(sampler: str) -> None:
 
     if sampler == "vllm" and importlib.util.find_spec("vllm") is None:
         raise DependencyNotInstalled("vllm", extra="vllm")
-#: What :func:`eval_command`'s evaluation cost on the project's 2-core CPU (README, "Evaluation").
+#: What :func:`eval_command`'s evaluation cost on the project's 2-core CPU (docs/evaluation.md, "How long it takes").
 _EVAL_COST = "about 4 CPU-minutes per model on a 2-core CPU"
 
 

@@ -191,6 +191,28 @@ def test_a_spelled_out_guess_plays_the_same_word_and_is_flagged():
     assert info["spelled"] and info["guess"] == "slate" and info["guesses_used"] == 2
 
 
+def test_a_position_tagged_guess_plays_the_same_word_and_is_flagged():
+    plain, _, _ = make()
+    tagged, _, _ = make()
+    _, r1, _, _, a = plain.step(G("crane"))
+    obs, r2, _, _, b = tagged.step(G("C1 R2 A3 N4 E5"))
+    assert b["spelled"] and (b["guess"], b["feedback"], b["guesses_used"], r2) == (a["guess"], a["feedback"], 1, r1)
+    assert obs.startswith("Guess 1/6: CRANE\n")
+
+
+@pytest.mark.parametrize("text, error, letters", [
+    ("T1 A2 L3 O4 R5 Y6", "wrong_length", 6), ("C1 R2 A3 N4", "wrong_length", 4),
+    ("C2 R1 A3 N4 E5", "not_letters", None), ("C1 R2 A3 N4 E6", "not_letters", None),
+    ("C1  R2 A3 N4 E5", "not_letters", None), ("X1 Y2 Z3 Z4 Y5", "not_in_dictionary", None),
+])
+def test_malformed_tagged_spellings_use_no_guess_and_say_why(text, error, letters):
+    env, _, _ = make()
+    obs, _, _, _, info = env.step(G(text))
+    assert (info["error"], info["valid"], info["guesses_used"]) == (error, False, 0)
+    if letters is not None:  # a tagged spelling of the wrong length is read, so the reply counts its letters
+        assert f"it has {letters} letters, not 5" in obs
+
+
 @pytest.mark.parametrize("text, error", [
     ("C R A N", "not_letters"), ("C  R A N E", "not_letters"), ("C R A N E S", "not_letters"),
     ("CR A N E", "not_letters"), ("C R 4 N E", "not_letters"), ("X Y Z Z Y", "not_in_dictionary"),
@@ -206,6 +228,8 @@ def test_spell_and_unspell_are_inverse_on_the_word_list():
     assert all(game.unspell(game.spell(w)) == w for w in words)
     assert game.unspell("crane") is None and game.unspell("C R A N E ") is None
     assert format_guess("crane", spelled=True) == G("C R A N E")
+    assert all(game.unspell(game.spell(w, tagged=True)) == w for w in words)
+    assert format_guess("crane", tagged=True) == G("C1 R2 A3 N4 E5")
 
 
 def test_loose_fallback_is_flagged():

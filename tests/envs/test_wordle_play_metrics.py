@@ -29,7 +29,14 @@ def test_a_hand_checked_game():
     assert m["new_word_rate"] == pytest.approx(3 / 5)         # the repeat is valid, not new
     assert m["consistency"] == pytest.approx(1 / 4)           # only paste fits all feedback
     assert m["solve_rate"] == 1.0 and m["solved"] == 1
-    assert m["top_guess"] == "crane" and m["top_guess_share"] == pytest.approx(2 / 5)
+    assert m["top_guess"] == "crane" and m["top_guess_share"] == pytest.approx(2 / 4)  # of the 4 valid turns
+
+
+def test_the_most_common_guess_counts_real_words_only():
+    m = play_metrics([("paste", [G("zzzzz"), G("zzzzz"), G("zzzzz"), G("crane")])])
+    assert m["top_guess"] == "crane" and m["top_guess_share"] == 1.0
+    none = play_metrics([("paste", [G("zzzzz"), G("qqqqq")])])
+    assert none["top_guess"] == "" and none["top_guess_share"] == 0.0
 
 
 def test_random_consistency_is_the_share_of_allowed_words_that_fit():

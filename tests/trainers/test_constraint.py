@@ -135,7 +135,8 @@ def test_a_constrained_wordle_run_guesses_only_dictionary_words(tmp_path, tiny_m
     from mtrl_gym.envs.wordle.profile import guess_texts
 
     allowed = set(guess_texts())
-    assert allowed == set(game.allowed_guesses()) | {game.spell(w) for w in game.allowed_guesses()}
+    words = game.allowed_guesses()
+    assert allowed == set(words) | {game.spell(w) for w in words} | {game.spell(w, tagged=True) for w in words}
     guesses = [m["content"] for r in constrained for m in r["messages"] if m["role"] == "assistant"]
     played = [g.removeprefix(PREFIX).removesuffix('"') for g in guesses]
     assert played and all(g in allowed for g in played), [g for g in played if g not in allowed]

@@ -34,10 +34,12 @@ PREFIX = '<tool_call>{"name": "guess_word", "arguments": {"guess": "'
 # ---------------------------------------------------------------------------- the teacher
 
 
-@pytest.mark.parametrize("choice, spelled", [("ranked", False), ("random", False), ("ranked", True)])
-def test_teacher_games_are_all_valid_consistent_and_almost_all_solved(choice, spelled):
+@pytest.mark.parametrize("choice, spelled, tagged", [("ranked", False, False), ("random", False, False),
+                                                     ("ranked", True, False), ("ranked", False, True)])
+def test_teacher_games_are_all_valid_consistent_and_almost_all_solved(choice, spelled, tagged):
     env = gymnasium.make("mtrl/Wordle-v0")
-    teacher = ConsistentTeacher(choice, spelled=spelled)
+    teacher = ConsistentTeacher(choice, spelled=spelled, tagged=tagged)
+    spelled = spelled or tagged
     turns = valid = consistent = solved = 0
     train = wordle_split()[0][:300]
     for i, row in enumerate(train):

@@ -102,8 +102,8 @@ class WordleEnv(gymnasium.Env[str, str]):
     "arguments": {"guess": "crane"}}</tool_call>``, bare JSON, ``guess_word("crane")``,
     ``<guess>crane</guess>``; plain text such as ``My guess: CRANE`` is accepted as a loose
     fallback and flagged ``info["loose_match"]``. A guess may be spelled out, ``R E S I N``
-    (five letters separated by single spaces or hyphens), flagged ``info["spelled"]``
-    (the key is only there then).
+    (five letters separated by single spaces or hyphens) or ``R1 E2 S3 I4 N5`` (each letter
+    tagged with its position), flagged ``info["spelled"]`` (the key is only there then).
     The first ``guess_word`` call is played;
     further calls in the same message are ignored and the observation says so.
 

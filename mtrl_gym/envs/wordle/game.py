@@ -62,30 +62,44 @@ def allowed_guesses() -> tuple[str, ...]:
 
 
 _SPELLED_RE = re.compile(r"[A-Za-z](?:[ -][A-Za-z]){4}")
+_TAGGED_RE = re.compile(r"[A-Za-z]1 [A-Za-z]2 [A-Za-z]3(?: [A-Za-z][4-9])*")
 
 
-def spell(word: str) -> str:
-    """``word`` spelled out as capital letters with spaces between them: ``"R E S I N"``.
+def spell(word: str, *, tagged: bool = False) -> str:
+    """``word`` spelled out as capital letters with spaces between them: ``"R E S I N"``;
+    ``tagged``: each letter followed by its position, ``"R1 E2 S3 I4 N5"``.
 
-    A guess may be written this way (the env accepts it): a small model's tokenizer sees
+    A guess may be written either way (the env accepts both): a small model's tokenizer sees
     one letter per token, the same tokens as the board's letters, instead of word pieces.
+    The position tags make the length visible: after the letter tagged 5 the word ends.
 
-    >>> spell("resin")
-    'R E S I N'
+    >>> spell("resin"), spell("resin", tagged=True)
+    ('R E S I N', 'R1 E2 S3 I4 N5')
     """
+    if tagged:
+        return " ".join(f"{c}{i}" for i, c in enumerate(word.upper(), start=1))
     return " ".join(word.upper())
 
 
 def unspell(text: str) -> str | None:
-    """The word of a spelled-out guess (five letters, each pair separated by one space or
-    hyphen: ``"R E S I N"``, ``"r-e-s-i-n"``), lower-case; None for any other text.
+    """The word of a spelled-out guess, lower-case; None for any other text.
 
-    >>> unspell("R E S I N"), unspell("resin")
-    ('resin', None)
+    Two spellings are read: five letters, each pair separated by one space or hyphen
+    (``"R E S I N"``, ``"r-e-s-i-n"``), and letters tagged with their positions 1, 2, 3, ...
+    in order (``"R1 E2 S3 I4 N5"``). A tagged spelling of another length (3 to 9 letters) gives a
+    word of that length (``"T1 A2 L3 O4 R5 Y6"`` is ``"talory"``), so the env can say how many
+    letters it has.
+
+    >>> unspell("R E S I N"), unspell("R1 E2 S3 I4 N5"), unspell("T1 A2 L3 O4"), unspell("resin")
+    ('resin', 'resin', 'talo', None)
     """
-    if len(text) != 2 * WORD_LENGTH - 1 or not _SPELLED_RE.fullmatch(text):
-        return None
-    return text[::2].lower()
+    if len(text) == 2 * WORD_LENGTH - 1 and _SPELLED_RE.fullmatch(text):
+        return text[::2].lower()
+    if len(text) <= 3 * 9 and _TAGGED_RE.fullmatch(text):
+        pairs = text.split(" ")
+        if all(p[1] == str(i) for i, p in enumerate(pairs, start=1)):
+            return "".join(p[0] for p in pairs).lower()
+    return None
 
 
 @functools.cache

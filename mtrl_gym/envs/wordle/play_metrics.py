@@ -21,8 +21,10 @@ and each turn is scored against the board the agent saw before it:
 * ``solve_rate`` with a Wilson 95 % interval (``solve_rate_low``/``_high``), and the
   random-answer-word policy's exact solve rate (a distinct answer each of 6 turns:
   6 / 1,923 = 0.31 %) as the floor to beat;
-* ``top_guess_share``/``top_guess``: the most common guessed word's share of the turns
-  that made a guess.
+* ``top_guess_share``/``top_guess``: the most common *valid* guess (a dictionary word) and
+  its share of the valid turns, so a policy that plays one word whenever it spells a word is
+  seen as collapsed however few words it spells; ``top_guess`` is ``""`` when no turn made a
+  valid guess (reports then say "no valid guess").
 
 >>> from mtrl_gym.envs.wordle.solver import format_guess
 >>> m = play_metrics([("paste", [format_guess("crane"), format_guess("paste")])])
@@ -155,7 +157,7 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
             turns += 1
             valid += f.valid
             new += f.valid and not f.repeated
-            if f.guess is not None:
+            if f.valid:
                 guesses[f.guess] += 1
             if not f.board:
                 continue

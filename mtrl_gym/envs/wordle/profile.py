@@ -125,10 +125,10 @@ class RandomWordPolicy:
 @functools.cache
 def guess_texts() -> tuple[str, ...]:
     """Every text the env plays as an allowed guess, for dictionary decoding: each allowed
-    word as written (``resin``) and spelled out (``R E S I N``), so a model trained on either
-    form keeps it under the constraint."""
+    word as written (``resin``), spelled out (``R E S I N``) and spelled with positions
+    (``R1 E2 S3 I4 N5``), so a model trained on any form keeps it under the constraint."""
     words = allowed_guesses()
-    return words + tuple(spell(w) for w in words)
+    return words + tuple(spell(w) for w in words) + tuple(spell(w, tagged=True) for w in words)
 
 
 def _teacher(env, **options):

@@ -28,10 +28,12 @@ __all__ = ["WordleSolver", "SolverPolicy", "format_guess", "opening_entropy", "m
 _N_PATTERNS = 243
 
 
-def format_guess(word: str, *, spelled: bool = False) -> str:
+def format_guess(word: str, *, spelled: bool = False, tagged: bool = False) -> str:
     """The canonical tool-call text for a guess (what a well-behaved model writes);
-    ``spelled``: the word spelled out, ``"R E S I N"`` (:func:`game.spell`)."""
-    return format_tool_call("guess_word", {"guess": game.spell(word) if spelled else word})
+    ``spelled``: the word spelled out, ``"R E S I N"``; ``tagged``: spelled with each letter's
+    position, ``"R1 E2 S3 I4 N5"`` (:func:`game.spell`)."""
+    text = game.spell(word, tagged=tagged) if spelled or tagged else word
+    return format_tool_call("guess_word", {"guess": text})
 
 
 def _as_codes(fb: Sequence) -> int:

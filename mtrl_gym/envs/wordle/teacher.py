@@ -79,10 +79,12 @@ class ConsistentTeacher:
         choice: ``"ranked"``, ``"random"`` or ``"solver"`` (how a candidate is picked).
         openers: the words the first guess is drawn from (default :data:`STRONG_OPENERS`);
             an empty tuple lets ``choice`` pick the first guess too.
-        spelled: write each guess spelled out, ``"R E S I N"`` (the env accepts both forms).
+        spelled: write each guess spelled out, ``"R E S I N"`` (the env accepts every form).
+        tagged: write each guess spelled out with its letters' positions, ``"R1 E2 S3 I4 N5"``.
     """
 
-    def __init__(self, choice: str = "ranked", openers: Sequence[str] = STRONG_OPENERS, spelled: bool = False):
+    def __init__(self, choice: str = "ranked", openers: Sequence[str] = STRONG_OPENERS, spelled: bool = False,
+                 tagged: bool = False):
         if choice not in TEACHER_CHOICES:
             raise ConfigError(f"`choice` must be one of {TEACHER_CHOICES}, got {choice!r}")
         index = game.allowed_index()
@@ -92,6 +94,7 @@ class ConsistentTeacher:
         self.choice = choice
         self.openers = tuple(openers)
         self.spelled = bool(spelled)
+        self.tagged = bool(tagged)
         self._solver = WordleSolver()
         self._rng = np.random.default_rng(0)
         self.history: list[tuple[str, list[str]]] = []
@@ -104,7 +107,7 @@ class ConsistentTeacher:
     def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
         if info.get("valid") and info.get("feedback") is not None and "guess" in info:
             self.history.append((str(info["guess"]), list(info["feedback"])))
-        return format_guess(self.choose(), spelled=self.spelled)
+        return format_guess(self.choose(), spelled=self.spelled, tagged=self.tagged)
 
     def choose(self) -> str:
         """The next guess for the current history."""

