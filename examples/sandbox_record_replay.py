@@ -295,7 +295,7 @@ def train_on_replay(cassette: Path, out_dir: Path, args: Args) -> RunSpec:
     finally:
         trainer.close()
     adapter = out_dir / "grpo" / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter"
-    return RunSpec("trained", adapter=str(adapter), temperature=1.0, max_new_tokens=64)
+    return RunSpec("trained", adapter=str(adapter), serving={"temperature": 1.0, "max_new_tokens": 64})
 
 
 if __name__ == "__main__":

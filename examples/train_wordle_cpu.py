@@ -120,9 +120,8 @@ def held_out(config: GRPOConfig, out: Path, name: str, adapter: str | None, task
     """Full 6-guess games on the first ``tasks`` validation words, served like training
     (``constrained``: dictionary decoding, a policy of its own)."""
     prompt = config.env_wrappers[0]["kwargs"]
-    spec = RunSpec(name, model=config.model, adapter=adapter, temperature=1.0,
-                   max_new_tokens=config.serving.max_new_tokens, assistant_prefix=config.serving.assistant_prefix,
-                   stop=tuple(config.serving.stop), constrained=constrained)
+    spec = RunSpec(name, model=config.model, adapter=adapter,
+                   serving=config.serving.replace(temperature=1.0, constrained=constrained))
     started = time.monotonic()
     result = evaluate(config.env, [spec], split="val", limit=tasks, out_dir=out, report=False, resume=True,
                       config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,

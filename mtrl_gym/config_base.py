@@ -26,11 +26,10 @@ loading and saving:
 ...     '''A nested group.'''
 >>> Outer.load({"steps": "3"}, overrides=["inner.rate=0.25"])
 Outer(steps=3, inner=Inner(rate=0.25))
->>> Outer.field_docs()["inner.rate"]
-'A rate.'
+>>> Outer.groups()
+{'inner': <class 'mtrl_gym.config_base.Inner'>}
 """
 
-from __future__ import annotations
 
 import ast
 import dataclasses

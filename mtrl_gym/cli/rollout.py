@@ -126,17 +126,17 @@ def _summary(trajs, seconds: float) -> str:
 
 def run(args) -> int:
     from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
-    from mtrl_gym.rollout.samplers.base import SamplingParams
+    from mtrl_gym.rollout.serving import ServingSettings
     from mtrl_gym.rollout.trajectory import save_jsonl
 
     import mtrl_gym  # noqa: F401 - registers the environments
 
     tasks = _tasks(args)
-    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                              max_new_tokens=args.max_tokens)
-    config = RolloutConfig(group_size=args.group_size, sampling=sampling, max_turns=args.max_turns,
+    serving = ServingSettings(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                              max_new_tokens=args.max_tokens, assistant_prefix=args.assistant_prefix)
+    config = RolloutConfig(group_size=args.group_size, sampling=serving.sampling(), max_turns=args.max_turns,
                            max_episode_tokens=args.max_episode_tokens, time_budget_s=args.time_budget,
-                           seed=args.seed, progress=not args.quiet, assistant_prefix=args.assistant_prefix)
+                           seed=args.seed, progress=not args.quiet, assistant_prefix=serving.assistant_prefix)
     sampler, tokenizer = _sampler(args)
     with sampler, RolloutEngine(args.env_id, sampler, tokenizer, config) as engine:
         start = time.monotonic()

@@ -90,8 +90,8 @@ def _env_maker(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gymna
 def _wrappers(config: EvalConfig, spec: RunSpec) -> list[Callable[[gymnasium.Env], gymnasium.Env]]:
     """Outcome recorder innermost, then the training wrappers, then the system prompt."""
     out: list[Callable] = [OutcomeRecorder, *config.wrappers]
-    text = resolve_system_prompt(spec.system_prompt)
-    tools = spec.tools or spec.kind == "policy"  # a text policy never reads the prompt
+    text = resolve_system_prompt(spec.serving.system_prompt)
+    tools = spec.serving.tools or spec.kind == "policy"  # a text policy never reads the prompt
     if text is not None or not tools:
         out.append(lambda env: SystemPrompt(env, text, tools=tools))
     return out
@@ -147,22 +147,20 @@ def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
     action vocabulary followed by the run's first stop string, those that fit in the run's
     ``max_new_tokens``."""
     env_id = env_id.removeprefix("mtrl_gym:")
-    return constraint_of(env_id, tokenizer, spec.stop[0], max_tokens=spec.max_new_tokens,
+    return constraint_of(env_id, tokenizer, spec.serving.stop[0], max_tokens=spec.serving.max_new_tokens,
                          what=f"run {spec.name!r}: {env_id}")
 
 
 def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, pool: ModelPool,
                 done: set, failure_reward: float, bar) -> None:
     from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
-    from mtrl_gym.rollout.samplers.base import SamplingParams
 
     sampler, tokenizer = pool.open(spec)
-    constraint = vocabulary_constraint(store.header["env_id"], spec, tokenizer) if spec.constrained else None
-    sampling = SamplingParams(temperature=spec.temperature, top_p=spec.top_p, top_k=spec.top_k,
-                              max_new_tokens=spec.max_new_tokens, stop=spec.stop, constraint=constraint)
+    constraint = vocabulary_constraint(store.header["env_id"], spec, tokenizer) if spec.serving.constrained else None
+    sampling = spec.serving.sampling(constraint=constraint)
     rollout = RolloutConfig(group_size=config.n, sampling=sampling, max_turns=config.max_turns,
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
-                            seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.assistant_prefix)
+                            seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.serving.assistant_prefix)
     try:
         with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine, \
                 bar.watch(sampler):
@@ -258,10 +256,10 @@ def _preflight(env_id: str, runs: Sequence[RunSpec], tasks, config: EvalConfig, 
         task_ids = check_tasks(probe, tasks, seed=config.seed)
         failure_reward = _failure_reward(probe)
         for spec in runs:
-            resolve_system_prompt(spec.system_prompt)
+            resolve_system_prompt(spec.serving.system_prompt)
             if spec.kind == "policy":
                 make_policy(spec.policy, probe)
-            if spec.constrained:
+            if spec.serving.constrained:
                 action_vocabulary(probe, what=f"run {spec.name!r}: {env_id.removeprefix('mtrl_gym:')}")
         for spec in runs:
             pool.preflight(spec)

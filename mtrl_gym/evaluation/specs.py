@@ -10,20 +10,19 @@ names a source given by the other flags (``base`` = ``--model``, ``trained`` =
 
 >>> sources = {"base": {"model": "smollm2-135m"}}
 >>> spec = parse_run("base:0.7", sources, defaults={"top_p": 0.95})
->>> spec.name, spec.temperature, spec.top_p
+>>> spec.name, spec.serving.temperature, spec.serving.top_p
 ('base:0.7', 0.7, 0.95)
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.rollout.serving import SYSTEM_PROMPT_VARIANTS, resolve_system_prompt
+from mtrl_gym.rollout.serving import SYSTEM_PROMPT_VARIANTS, ServingSettings, resolve_system_prompt
 
 __all__ = ["RunSpec", "EvalConfig", "parse_run", "resolve_system_prompt", "POLICIES", "SYSTEM_PROMPT_VARIANTS"]
 
@@ -54,39 +53,26 @@ class RunSpec:
     policy: str | None = None
     """A reference policy of the env (``"solver"``, ``"random"``, ...; checked against the env's
     profile when the evaluation starts)."""
-    temperature: float = 1.0
-    """Sampling temperature (0 = greedy)."""
-    top_p: float = 1.0
-    """Nucleus sampling threshold in (0, 1]."""
-    top_k: int = 0
-    """Top-k filter; 0 disables it."""
-    max_new_tokens: int = 256
-    """Most tokens per assistant turn."""
-    system_prompt: str = "default"
-    """``"default"`` (the env's), ``"none"`` (no system prompt) or a path to a text file."""
-    tools: bool = True
-    """``False``: no tool schemas in the system message (``SystemPrompt(tools=False)``), as
-    when the model was trained without them; the env still plays tool calls."""
-    assistant_prefix: str = ""
-    """Text every assistant turn starts with (a format prefill, as in training); ``""``: none."""
-    stop: tuple[str, ...] = ()
-    """Stop strings of every turn (the completing token is kept), as in training."""
-    constrained: bool = False
-    """Dictionary decoding: every turn's completion is restricted to one of the env's
-    action vocabulary (``EnvProfile.action_vocabulary``) followed by the first ``stop``
-    string (:mod:`mtrl_gym.rollout.constraint`). A policy of its own: report it under its
-    own name. Needs the transformers sampler, a format prefill and a stop string."""
+    serving: ServingSettings = field(default_factory=ServingSettings)
+    """How the run is prompted and sampled (:class:`~mtrl_gym.rollout.serving.ServingSettings`:
+    system prompt, tool schemas, format prefill, stop strings, tokens per turn, temperature,
+    top-p, top-k, dictionary decoding); a mapping of its fields works too. An adapter is
+    evaluated with the settings its training run saved (``mtrl-gym eval --adapter``).
+    ``constrained`` decoding is a policy of its own: report it under its own name; it needs
+    a model run (model, adapter or an hf sampler) and a stop string."""
     sampler: Any = field(default=None, repr=False, compare=False)
     """A ready :class:`~mtrl_gym.rollout.samplers.base.Sampler` (with ``tokenizer``)."""
     tokenizer: Any = field(default=None, repr=False, compare=False)
     """The tokenizer that goes with ``sampler``."""
 
     def __post_init__(self) -> None:
-        self.stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
-        if any(not isinstance(x, str) or not x for x in self.stop):
-            raise ConfigError(f"run {self.name!r}: `stop` must be non-empty strings, got {self.stop!r}")
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigError(f"a run needs a non-empty `name`, got {self.name!r}")
+        if not isinstance(self.serving, ServingSettings):
+            try:
+                self.serving = ServingSettings.from_dict(dict(self.serving or {}))
+            except (ConfigError, TypeError, ValueError) as e:
+                raise ConfigError(f"run {self.name!r}: {e}") from None
         kinds = [k for k, on in (("endpoint", self.endpoint), ("policy", self.policy),
                                  ("sampler", self.sampler is not None)) if on]
         if not kinds and not (self.model or self.adapter):
@@ -104,18 +90,10 @@ class RunSpec:
         if self.endpoint is not None and not self.model and self.tokenizer is None:
             raise ConfigError(f"run {self.name!r}: an endpoint run needs the served model's tokenizer for the "
                               "chat template; set `model` (CLI: --model) to its name or folder")
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ConfigError(f"run {self.name!r}: `temperature` must be a finite number >= 0, "
-                              f"got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"run {self.name!r}: `top_p` must be in (0, 1], got {self.top_p!r}")
-        if self.constrained and (self.kind in ("policy", "endpoint") or not self.stop):
+        if self.serving.constrained and (self.kind in ("policy", "endpoint") or not self.serving.stop):
             raise ConfigError(f"run {self.name!r}: `constrained` decoding needs a model run (model, adapter or an "
                               "hf sampler) with a `stop` string that ends every action (e.g. the Wordle cpu "
                               "format: assistant_prefix ending in '\"guess\": \"', stop '\"')")
-        if self.top_k < 0 or self.max_new_tokens < 1:
-            raise ConfigError(f"run {self.name!r}: need `top_k` >= 0 and `max_new_tokens` >= 1, "
-                              f"got {self.top_k!r} and {self.max_new_tokens!r}")
 
     @property
     def kind(self) -> str:
@@ -139,18 +117,20 @@ class RunSpec:
         """JSON-safe settings of this run (for summaries, resume checks and MLflow params)."""
         out: dict[str, Any] = {"name": self.name, "kind": self.kind}
         for f in fields(self):
-            if f.name in ("name", "sampler", "tokenizer"):
+            if f.name in ("name", "sampler", "tokenizer", "serving"):
                 continue
-            value = getattr(self, f.name)
-            if value is not None and not (f.name == "constrained" and not value):
-                out[f.name] = value
+            if getattr(self, f.name) is not None:
+                out[f.name] = getattr(self, f.name)
+        for key, value in self.serving.to_dict().items():  # flat, as the reports and resume checks read them
+            if not (key == "constrained" and not value):
+                out[key] = value
         if self.sampler is not None:
             out["sampler"] = type(self.sampler).__name__
         if self.kind == "policy":  # sampling settings do not apply to a text policy
             for key in ("temperature", "top_p", "top_k", "max_new_tokens", "assistant_prefix", "stop", "tools"):
                 out.pop(key, None)
-        elif self.system_prompt not in SYSTEM_PROMPT_VARIANTS:
-            text = resolve_system_prompt(self.system_prompt)
+        elif self.serving.system_prompt not in SYSTEM_PROMPT_VARIANTS:
+            text = resolve_system_prompt(self.serving.system_prompt)
             out["system_prompt_sha256"] = hashlib.sha256((text or "").encode()).hexdigest()[:16]
         return out
 
@@ -255,18 +235,20 @@ def parse_run(token: str, sources: Mapping[str, Mapping[str, Any]], *,
         raise ConfigError(f"run {token!r}: write LABEL[:TEMPERATURE[:TOP_P]]")
     kwargs: dict[str, Any] = dict(defaults or {})
     kwargs.update(known[label])
+    serving_keys = {f.name for f in fields(ServingSettings)}
+    serving = {k: kwargs.pop(k) for k in list(kwargs) if k in serving_keys}
     if "policy" in known[label]:
-        kwargs.pop("constrained", None)
+        serving.pop("constrained", None)
         if rest:
             raise ConfigError(f"run {token!r}: the {label} policy takes no sampling settings; write {label!r}")
-        return RunSpec(name=label, **kwargs)
+        return RunSpec(name=label, serving=serving, **kwargs)
     if rest:
-        kwargs["temperature"] = _number(rest[0], "temperature", token)
+        serving["temperature"] = _number(rest[0], "temperature", token)
     if len(rest) == 2:
-        kwargs["top_p"] = _number(rest[1], "top_p", token)
-    name = f"{label}:{float(kwargs.get('temperature', 1.0))!r}"
+        serving["top_p"] = _number(rest[1], "top_p", token)
+    name = f"{label}:{float(serving.get('temperature', 1.0))!r}"
     if len(rest) == 2:
-        name += f":{float(kwargs['top_p'])!r}"
-    if kwargs.get("constrained"):
+        name += f":{float(serving['top_p'])!r}"
+    if serving.get("constrained"):
         name += ":constrained"
-    return RunSpec(name=name, **kwargs)
+    return RunSpec(name=name, serving=serving, **kwargs)

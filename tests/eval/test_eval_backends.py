@@ -65,8 +65,8 @@ def test_same_base_model_names():
 
 def test_adapter_run_loads_merges_and_differs_from_base(tmp_path, base_dir, adapter_dir):
     pool = ModelPool(device="cpu")
-    base = RunSpec("base", model=str(base_dir), temperature=0.0, max_new_tokens=4)
-    trained = RunSpec("trained", model=str(base_dir), adapter=str(adapter_dir), temperature=0.0, max_new_tokens=4)
+    base = RunSpec("base", model=str(base_dir), serving={"temperature": 0.0, "max_new_tokens": 4})
+    trained = RunSpec("trained", model=str(base_dir), adapter=str(adapter_dir), serving={"temperature": 0.0, "max_new_tokens": 4})
     pool.preflight(trained)
     base_model = pool.open(base)[0].model
     merged = pool.open(trained)[0].model
@@ -199,7 +199,7 @@ def test_endpoint_run_end_to_end(tmp_path, crane_server, chatml_tokenizer):
     assert probe_endpoint(crane_server.url) == ["tiny"]
     with pytest.raises(ConfigError, match=r"does not serve model 'big'; it serves \['tiny'\]"):
         probe_endpoint(crane_server.url, model="big")
-    spec = RunSpec("endpoint:1.0", endpoint=crane_server.url, tokenizer=chatml_tokenizer, max_new_tokens=64)
+    spec = RunSpec("endpoint:1.0", endpoint=crane_server.url, tokenizer=chatml_tokenizer, serving={"max_new_tokens": 64})
     tasks = [{"answer": "crane", "id": "win"}, {"answer": "paste", "id": "lose"}]
     result = evaluate("mtrl/Wordle-v0", [spec], tasks=tasks, config=EvalConfig(n=2), out_dir=tmp_path, report=False)
     run = result.run("endpoint:1.0")
@@ -214,8 +214,8 @@ def test_runs_that_load_the_same_model_play_back_to_back(base_dir, adapter_dir):
 
     runs = [RunSpec("base:1.0", model=str(base_dir)), RunSpec("solver", policy="solver"),
             RunSpec("trained:1.0", model=str(base_dir), adapter=str(adapter_dir)),
-            RunSpec("base:0.0", model=str(base_dir), temperature=0.0),
-            RunSpec("trained:0.0", model=str(base_dir), adapter=str(adapter_dir), temperature=0.0)]
+            RunSpec("base:0.0", model=str(base_dir), serving={"temperature": 0.0}),
+            RunSpec("trained:0.0", model=str(base_dir), adapter=str(adapter_dir), serving={"temperature": 0.0})]
     order = [s.name for s in _execution_order(runs, ModelPool())]
     assert order == ["base:1.0", "base:0.0", "solver", "trained:1.0", "trained:0.0"]
     with pytest.raises(ConfigError, match="`backend` must be one of"):

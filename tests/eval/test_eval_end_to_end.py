@@ -108,7 +108,7 @@ def test_resume_after_interruption_reproduces_the_uninterrupted_run(tmp_path, ti
     from mtrl_gym.rollout.samplers.hf import HFSampler
 
     def spec(sampler):
-        return RunSpec("tiny", sampler=sampler, tokenizer=chatml_tokenizer, max_new_tokens=6)
+        return RunSpec("tiny", sampler=sampler, tokenizer=chatml_tokenizer, serving={"max_new_tokens": 6})
 
     config = EvalConfig(n=2, max_turns=2, batch_tasks=1, report_examples=0)
     kw = dict(split="val", limit=3, config=config, report=False)
@@ -191,12 +191,12 @@ def test_a_batch_where_every_episode_fails_stops_the_run_and_resume_finishes(tmp
 
     kw = dict(split="val", limit=2, config=EvalConfig(n=1, max_turns=1, batch_tasks=1), report=False)
     down = Interrupting(HFSampler(tiny_model, chatml_tokenizer), at=2, error=ConnectionError)
-    runs = [RunSpec("tiny", sampler=down, tokenizer=chatml_tokenizer, max_new_tokens=4)]
+    runs = [RunSpec("tiny", sampler=down, tokenizer=chatml_tokenizer, serving={"max_new_tokens": 4})]
     with pytest.raises(SamplerError, match=r"every episode of tasks 1\.\.1 failed.*ConnectionError.*--resume"):
         evaluate("mtrl/Wordle-v0", runs, out_dir=tmp_path, **kw)
     assert len(read_records(tmp_path / "trajectories" / "tiny.jsonl")) == 1
     runs = [RunSpec("tiny", sampler=HFSampler(tiny_model, chatml_tokenizer), tokenizer=chatml_tokenizer,
-                    max_new_tokens=4)]
+                    serving={"max_new_tokens": 4})]
     result = evaluate("mtrl/Wordle-v0", runs, out_dir=tmp_path, resume=True, **kw)
     assert result.run("tiny")["trajectory"]["failure_rate"] == 0.0
 
@@ -230,7 +230,7 @@ def test_bad_input_fails_before_any_episode(tmp_path):
     with pytest.raises(ConfigError, match="unique"):
         evaluate("mtrl/Wordle-v0", runs * 2, split="val", out_dir=tmp_path / "c")
     with pytest.raises(ConfigError, match="neither 'default', 'none' nor an existing file"):
-        evaluate("mtrl/Wordle-v0", [RunSpec("s", policy="solver", system_prompt="nope.txt")], split="val",
+        evaluate("mtrl/Wordle-v0", [RunSpec("s", policy="solver", serving={"system_prompt": "nope.txt"})], split="val",
                  out_dir=tmp_path / "d")
     assert not any((tmp_path / d).exists() for d in "abcd")  # nothing was written
 

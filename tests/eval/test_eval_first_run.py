@@ -34,18 +34,19 @@ def test_an_adapter_is_served_as_it_was_trained_and_overrides_are_reported(tmp_p
     runs, log = _cli_runs("--model", "smollm2-135m", "--adapter", str(adapter), out=str(tmp_path / "eval"))
     prompt = config.env_wrappers[0]["kwargs"]["text"]
     for spec in runs:  # base and trained alike, so the comparison is fair
-        assert (spec.max_new_tokens, spec.assistant_prefix, spec.stop, spec.tools) == (
-            6, config.serving.assistant_prefix, ('"',), False)
-        assert open(spec.system_prompt, encoding="utf-8").read().rstrip("\n") == prompt
+        assert (spec.serving.max_new_tokens, spec.serving.assistant_prefix, spec.serving.stop,
+                spec.serving.tools) == (6, config.serving.assistant_prefix, ['"'], False)
+        assert open(spec.serving.system_prompt, encoding="utf-8").read().rstrip("\n") == prompt
     assert f"serving settings of {adapter} from its training run ({adapter.parent / 'config.yaml'})" in log
     runs, log = _cli_runs("--model", "m", "--adapter", str(adapter), "--max-tokens", "32", "--tools",
                           out=str(tmp_path / "eval"))
-    assert runs[1].max_new_tokens == 32 and runs[1].tools is True
-    assert runs[1].assistant_prefix == config.serving.assistant_prefix
+    assert runs[1].serving.max_new_tokens == 32 and runs[1].serving.tools is True
+    assert runs[1].serving.assistant_prefix == config.serving.assistant_prefix
     assert "--max-tokens 32 overrides how trained was trained (6)" in log
     assert "--tools/--no-tools True overrides how trained was trained (False)" in log
     plain, log = _cli_runs("--model", "m", "--adapter", str(tmp_path / "elsewhere"))  # no training config
-    assert (plain[1].max_new_tokens, plain[1].system_prompt, plain[1].tools) == (256, "default", True) and not log
+    assert (plain[1].serving.max_new_tokens, plain[1].serving.system_prompt, plain[1].serving.tools) == (
+        256, "default", True) and not log
 
 
 def test_a_used_eval_folder_is_refused_unless_resumed_or_overwritten(tmp_path, capsys):

@@ -27,9 +27,10 @@ def test_parse_run_names_and_settings():
     defaults = {"temperature": 0.5, "max_new_tokens": 64}
     assert parse_run("trained", SOURCES, defaults=defaults).name == "trained:0.5"
     spec = parse_run("trained:1", SOURCES, defaults=defaults)
-    assert (spec.name, spec.temperature, spec.adapter, spec.max_new_tokens) == ("trained:1.0", 1.0, "out/final", 64)
+    assert (spec.name, spec.serving.temperature, spec.adapter, spec.serving.max_new_tokens) == (
+        "trained:1.0", 1.0, "out/final", 64)
     spec = parse_run("base:0.7:0.9", SOURCES)
-    assert (spec.name, spec.kind, spec.top_p) == ("base:0.7:0.9", "model", 0.9)
+    assert (spec.name, spec.kind, spec.serving.top_p) == ("base:0.7:0.9", "model", 0.9)
     solver = parse_run("solver", SOURCES, defaults=defaults)
     assert (solver.name, solver.kind) == ("solver", "policy")
     assert "temperature" not in solver.describe()
@@ -256,7 +257,7 @@ def _cli_runs(*argv):
 def test_cli_run_grammar_and_defaults():
     runs = _cli_runs("--model", "m", "--adapter", "out/a", "--adapter", "late=out/b", "--temperature", "0.7",
                      "--runs", "base", "trained:0", "late:1.0:0.9", "--policy", "solver")
-    assert [(r.name, r.kind, r.temperature, r.top_p) for r in runs[:3]] == [
+    assert [(r.name, r.kind, r.serving.temperature, r.serving.top_p) for r in runs[:3]] == [
         ("base:0.7", "model", 0.7, 1.0), ("trained:0.0", "adapter", 0.0, 1.0), ("late:1.0:0.9", "adapter", 1.0, 0.9)]
     assert (runs[3].name, runs[3].kind) == ("solver", "policy")
     assert runs[2].adapter == "out/b" and runs[2].model == "m"
@@ -268,13 +269,14 @@ def test_cli_run_grammar_and_defaults():
     with pytest.raises(ConfigError, match="label 'trained' is given twice"):
         _cli_runs("--adapter", "a", "--adapter", "b")
     prefixed = _cli_runs("--model", "m", "--assistant-prefix", "<tool_call>", "--stop", '"', "--policy", "solver")
-    assert prefixed[0].assistant_prefix == "<tool_call>" and prefixed[0].describe()["assistant_prefix"] == "<tool_call>"
-    assert prefixed[0].stop == ('"',) and prefixed[0].describe()["stop"] == ('"',)
+    assert prefixed[0].serving.assistant_prefix == "<tool_call>"
+    assert prefixed[0].describe()["assistant_prefix"] == "<tool_call>"
+    assert prefixed[0].serving.stop == ['"'] and prefixed[0].describe()["stop"] == ['"']
     assert "assistant_prefix" not in prefixed[1].describe()  # a text policy is not prefilled
     assert "constrained" not in prefixed[0].describe()
     constrained = _cli_runs("--model", "m", "--assistant-prefix", "x", "--stop", '"', "--constrained",
                             "--policy", "random")
-    assert [(r.name, r.constrained) for r in constrained] == [("base:1.0:constrained", True), ("random", False)]
+    assert [(r.name, r.serving.constrained) for r in constrained] == [("base:1.0:constrained", True), ("random", False)]
     with pytest.raises(ConfigError, match="needs a model run .* with a `stop`"):
         _cli_runs("--model", "m", "--constrained")
 

@@ -38,9 +38,8 @@ def test_vllm_backend_plays_the_same_greedy_episodes_as_transformers(tmp_path, c
                 p.normal_(0, 0.5)
     lora.save_pretrained(tmp_path / "adapter")
 
-    runs = [RunSpec("base:0.0", model=str(base), temperature=0.0, max_new_tokens=8),
-            RunSpec("trained:0.0", model=str(base), adapter=str(tmp_path / "adapter"), temperature=0.0,
-                    max_new_tokens=8)]
+    runs = [RunSpec("base:0.0", model=str(base), serving={"temperature": 0.0, "max_new_tokens": 8}),
+            RunSpec("trained:0.0", model=str(base), adapter=str(tmp_path / "adapter"), serving={"temperature": 0.0, "max_new_tokens": 8})]
     cfg = EvalConfig(n=1, max_turns=2, max_episode_tokens=2048)
     kw = dict(split="val", limit=2, config=cfg, report=False)
     hf = evaluate("mtrl/Wordle-v0", runs, out_dir=tmp_path / "hf", pool=ModelPool(device="cpu"), **kw)

@@ -65,7 +65,7 @@ def test_a_model_and_the_references_against_solver_and_random(tmp_path, chatml_t
     model_dir = tmp_path / "tiny"
     build_tiny_llama(len(chatml_tokenizer)).save_pretrained(model_dir)
     chatml_tokenizer.save_pretrained(model_dir)
-    runs = [RunSpec("base", model=str(model_dir), max_new_tokens=4), RunSpec("solver", policy="solver"),
+    runs = [RunSpec("base", model=str(model_dir), serving={"max_new_tokens": 4}), RunSpec("solver", policy="solver"),
             RunSpec("random", policy="random")]
     result = evaluate_matches("mtrl/WordleDuel-v0", runs, split="val", limit=3,
                               config=EvalConfig(n=2, max_episode_tokens=2048, progress=False),

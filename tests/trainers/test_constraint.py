@@ -118,8 +118,8 @@ def test_samplers_without_constraints_refuse_them():
 
 
 def _cpu_run(name, tok, sampler, **kw):
-    return RunSpec(name, sampler=sampler, tokenizer=tok, max_new_tokens=8, assistant_prefix=PREFIX, stop=('"',),
-                   tools=False, **kw)
+    return RunSpec(name, sampler=sampler, tokenizer=tok,
+                   serving={"max_new_tokens": 8, "assistant_prefix": PREFIX, "stop": ('"',), "tools": False, **kw})
 
 
 def test_a_constrained_wordle_run_guesses_only_dictionary_words(tmp_path, tiny_model, chatml_tokenizer):
@@ -147,9 +147,9 @@ def test_a_constrained_wordle_run_guesses_only_dictionary_words(tmp_path, tiny_m
 
 def test_constrained_runs_need_a_model_a_stop_and_a_vocabulary(tmp_path, tiny_model, chatml_tokenizer):
     with pytest.raises(ConfigError, match="needs a model run"):
-        RunSpec("p", policy="solver", constrained=True)
+        RunSpec("p", policy="solver", serving={"constrained": True})
     with pytest.raises(ConfigError, match="stop"):
-        RunSpec("m", model="smollm2-135m", constrained=True)
+        RunSpec("m", model="smollm2-135m", serving={"constrained": True})
     tok = chatml_tokenizer
     with pytest.raises(ConfigError, match="declares no action vocabulary"):
         evaluate("mtrl/SOP-DangerousGoods-v0", [_cpu_run("d", tok, HFSampler(tiny_model, tok), constrained=True)],

@@ -302,5 +302,6 @@ def test_an_sft_adapter_is_evaluated_in_the_format_its_demonstrations_were_made_
     runs = build_runs(build_parser().parse_args(["eval", "--model", "smollm2-135m", "--adapter", adapter]),
                       str(tmp_path / "eval"), log=logged.append)
     trained = next(r for r in runs if r.adapter)
-    assert (trained.assistant_prefix, trained.stop, trained.max_new_tokens) == (PREFIX, ('"',), 6)
+    assert (trained.serving.assistant_prefix, trained.serving.stop, trained.serving.max_new_tokens) == (
+        PREFIX, ['"'], 6)
     assert "serving settings of" in "\n".join(logged)

@@ -67,5 +67,5 @@ def test_eval_runs_without_tool_schemas_when_asked():
         return _make(lambda: gymnasium.make("mtrl/Wordle-v0"), _wrappers(EvalConfig(), spec)).reset(seed=0)[1]
 
     assert first_info(RunSpec("base", model="smollm2-135m"))["tools"]
-    assert first_info(RunSpec("base", model="smollm2-135m", tools=False))["tools"] == []
-    assert RunSpec("base", model="smollm2-135m", tools=False).describe()["tools"] is False
+    assert first_info(RunSpec("base", model="smollm2-135m", serving={"tools": False}))["tools"] == []
+    assert RunSpec("base", model="smollm2-135m", serving={"tools": False}).describe()["tools"] is False
