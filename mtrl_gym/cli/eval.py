@@ -19,7 +19,7 @@ NAME=URL), ``solver`` and ``random``.
 
 An adapter written by ``mtrl-gym train`` is served as it was trained: system prompt, tool
 schemas or not, format prefill, stop strings and tokens per turn come from its run's
-``config.yaml`` (:mod:`mtrl_gym.evaluation.serving`); a flag that differs wins and is
+``serving.yaml`` and ``config.yaml`` (:mod:`mtrl_gym.evaluation.serving`); a flag that differs wins and is
 reported. An ``--out`` that holds an evaluation is refused unless ``--resume`` or
 ``--overwrite`` is given.
 """
@@ -186,7 +186,7 @@ def _describe(field: str, value, *, trained: bool = False) -> str:
 def build_runs(args, out_dir: str | None = None, log=None):
     """The run specs of the command line (see the module docstring for the grammar).
 
-    Serving settings: an adapter's come from its training run's config.yaml (its system
+    Serving settings: an adapter's come from its training run's serving.yaml / config.yaml (its system
     prompt text is saved under ``out_dir``), then the flags; the base and
     endpoint runs get the adapters' settings when every adapter was trained with the same,
     so that base and trained are served alike. Every flag that overrides a training

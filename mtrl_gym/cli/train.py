@@ -295,7 +295,7 @@ _EVAL_COST = "about 4 CPU-minutes per model on a 2-core CPU"
 
 def eval_command(config, adapter: Path) -> str:
     """A ready-to-paste ``mtrl-gym eval`` of ``adapter`` against its base model: 8 held-out
-    tasks (one rollout batch), one game each; the serving settings come from the run's config.yaml."""
+    tasks (one rollout batch), one game each; the serving settings come from the run's serving.yaml."""
     import shlex
 
     out = Path(config.output_dir) / "eval"
