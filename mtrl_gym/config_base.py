@@ -221,7 +221,10 @@ def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
     inner = values.get(head)
     if dataclasses.is_dataclass(inner) and not isinstance(inner, type):
         inner = dataclasses.asdict(inner)
-    inner = dict(inner) if isinstance(inner, Mapping) else {}
+    if inner is not None and not isinstance(inner, Mapping):
+        raise ConfigError(f"cannot set `{head}.{rest}`: `{head}` is {inner!r}, not a mapping; give it as one "
+                          f"(e.g. --set {head}.name=... for a named choice) or set `{head}` whole")
+    inner = dict(inner or {})
     _set_dotted(inner, rest, value)
     values[head] = inner
 

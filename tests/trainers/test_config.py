@@ -169,6 +169,29 @@ def test_train_cli_reports_bad_values_cleanly(capsys):
     assert "mtrl-gym train: error: `group_size` must be an integer, got 'zero'" in capsys.readouterr().err
 
 
+def test_a_source_is_named_once_with_its_own_options():
+    assert GRPOConfig(source="ray").source == {"name": "ray", "address": None, "workers": 2, "worker_retries": 0}
+    cfg = GRPOConfig.load("cpu", overrides=["source.name=async", "source.max_staleness=2",
+                                            'source.source={"name": "ray", "workers": 4}'])
+    assert cfg.source == {"name": "async", "max_staleness": 2, "source": {"name": "ray", "workers": 4}}
+    with pytest.raises(ConfigError, match=r"cannot set `source.workers`: `source` is 'ray', not a mapping"):
+        GRPOConfig.load({"source": "ray"}, overrides=["source.workers=3"])
+    with pytest.raises(ConfigError, match=r"`source` 'agent' has no option\(s\) \['workers'\]; its options: target, "
+                                          r"segments"):
+        GRPOConfig(source={"name": "agent", "target": "a.py:run", "workers": 2})
+    with pytest.raises(ConfigError, match=r"not another 'async'"):
+        GRPOConfig(source={"name": "async", "source": {"name": "async"}})
+
+
+def test_a_later_file_merges_into_a_presets_serving_group(tmp_path):
+    (tmp_path / "hot.yaml").write_text("serving:\n  temperature: 0.5\n")
+    cfg = GRPOConfig.load("cpu", tmp_path / "hot.yaml", overrides=["serving.top_p=0.9"])
+    preset = GRPOConfig.load("cpu")
+    assert (cfg.serving.temperature, cfg.serving.top_p) == (0.5, 0.9)
+    assert (cfg.serving.assistant_prefix, cfg.serving.stop, cfg.serving.max_new_tokens) == (
+        preset.serving.assistant_prefix, ['"'], 6)
+
+
 def test_config_json_is_plain(tmp_path):
     data = json.loads(json.dumps(GRPOConfig().to_dict()))
     assert data["adam_betas"] == [0.9, 0.999] and data["env_wrappers"] == []

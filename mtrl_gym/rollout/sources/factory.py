@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -185,7 +186,8 @@ def _coerce(name: str, value: Any, tp: Any) -> Any:
     """Numbers and booleans written as text (``--set source.workers=4``) become numbers and booleans."""
     if not isinstance(value, str):
         return value
-    options = typing.get_args(tp) or (tp,)
+    union = typing.get_origin(tp) in (typing.Union, types.UnionType)
+    options = typing.get_args(tp) if union else (tp,)
     if type(None) in options and value.strip().lower() in ("none", "null", "~"):
         return None
     for option in options:

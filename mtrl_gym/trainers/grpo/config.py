@@ -248,8 +248,8 @@ class GRPOConfig(ConfigBase):
     """Sampling temperature of validation; 0 is greedy."""
 
     # ------------------------------------------------------------------ where episodes come from
-    source: dict[str, Any] = field(default_factory=lambda: {"name": "local"})
-    """The rollout source, by name with its own options (``mtrl_gym.rollout.sources.factory``):
+    source: dict[str, Any] | str = field(default_factory=lambda: {"name": "local"})
+    """The rollout source, by name (``ray``) or by name with its own options (``mtrl_gym.rollout.sources.factory``):
     ``{name: local}`` (the built-in loop), ``{name: agent, target: "pkg.module:run"}`` (your
     own agent, docs/agents.md), ``{name: ray, workers: 4}`` (Ray actors), ``{name: selfplay,
     seats: {...}}`` (multi-agent envs) or ``{name: async, max_staleness: 1, source: {...}}``
