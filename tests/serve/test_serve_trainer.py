@@ -139,17 +139,30 @@ def test_grpo_steps_on_an_agents_sessions_update_the_adapter(tmp_path, agents_fi
         trainer.close()
 
 
-def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokenizer):
+def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokenizer, monkeypatch):
+    """... with the default tracker: MLflow's store goes into the run folder, nothing into
+    the working directory."""
     from mtrl_gym.cli import main
 
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     model_dir = tmp_path / "tiny"
     build_tiny_llama(len(chatml_tokenizer), seed=0).save_pretrained(model_dir)
     chatml_tokenizer.save_pretrained(model_dir)
     argv = ["train", "--agent", f"{EXAMPLES / 'agent_openai_sdk.py'}:run", "--model", str(model_dir),
             "--output-dir", str(tmp_path / "run"), "--max-steps", "2", "--global-batch-size", "2",
-            "--group-size", "2", "--max-new-tokens", "8", "--lora-rank", "4", "--tracker", "none",
+            "--group-size", "2", "--max-new-tokens", "8", "--lora-rank", "4",
             "--val-every", "0", "--save-every", "0", "--no-progress", "--train-size", "8", "--val-size", "2"]
     assert main(argv) == 0
+    assert list(cwd.iterdir()) == []
+    import mlflow
+
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'run' / 'mlflow.db'}")
+    assert "rollout/reward_mean" in client.get_run(summary["tracker_run_id"]).data.metrics
+    assert (tmp_path / "run" / "mlruns").is_dir()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["rollout/episodes"] == 4 for r in rows)
