@@ -381,3 +381,16 @@ def test_cli_key_comes_from_the_flag_or_the_environment(monkeypatch):
         config("--no-api-key")
     monkeypatch.delenv("MTRL_GYM_API_KEY")
     assert not config("--no-api-key").require_api_key
+
+
+def test_the_openai_sampler_sends_the_key_from_the_environment(server, monkeypatch):
+    from mtrl_gym.rollout.samplers.base import SampleRequest, SamplingParams
+    from mtrl_gym.rollout.samplers.openai import OpenAISampler
+
+    request = SampleRequest([1, 5, 6], SamplingParams(max_new_tokens=2, seed=0))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("MTRL_GYM_API_KEY", raising=False)
+    refused = OpenAISampler(server.url, model="tiny", max_retries=0).sample([request])[0]
+    assert refused.finish_reason == "error" and "401" in refused.error and "API key" in refused.error
+    monkeypatch.setenv("MTRL_GYM_API_KEY", server.api_key)
+    assert OpenAISampler(server.url, model="tiny", max_retries=0).sample([request])[0].finish_reason != "error"
