@@ -39,7 +39,8 @@ def register(sub) -> None:
     p.add_argument("--host", default="127.0.0.1", help="(default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (default: %(default)s)")
     p.add_argument("--api-key", default=None, metavar="KEY", help="the key clients send as a Bearer token "
-                   "(default: $MTRL_GYM_API_KEY, else a random key, printed at start)")
+                   "(default: $MTRL_GYM_API_KEY, else a random key, printed at start); a key on the command line "
+                   "shows in the process list, so prefer the variable")
     p.add_argument("--no-api-key", action="store_true", help="serve without any key (only on a loopback --host)")
     p.add_argument("--public-url", default=None, metavar="URL", help="the address clients reach the server at, "
                    "for the base_url of new sessions (default: http://HOST:PORT)")

@@ -61,7 +61,7 @@ from mtrl_gym.rollout.samplers.base import (
     SamplingParams,
 )
 
-__all__ = ["Pending", "PolicyService", "ServeConfig"]
+__all__ = ["SERVER", "Pending", "PolicyService", "ServeConfig"]
 
 #: Who a request is: the server's key holder, or the holder of one session's key.
 SERVER = "server"
@@ -119,8 +119,10 @@ class ServeConfig:
             raise ConfigError(f"`sampling` must be a SamplingParams or None, got {type(self.sampling).__name__}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key
                                          or not self.api_key.isprintable() or any(c.isspace() for c in self.api_key)):
-            raise ConfigError("`api_key` must be a non-empty string without spaces (or None to draw one), got "
-                              f"{'a ' + type(self.api_key).__name__ if not isinstance(self.api_key, str) else 'an invalid string'}")
+            kind = type(self.api_key).__name__ if not isinstance(self.api_key, str) else \
+                "an empty string" if not self.api_key else "a string with spaces or control characters"
+            raise ConfigError(f"`api_key` must be a non-empty string without spaces (or None to draw one), got {kind} "
+                              "(the value is not shown)")
         if self.closed_session_ttl_s is not None and not (self.closed_session_ttl_s > 0
                                                            and math.isfinite(self.closed_session_ttl_s)):
             raise ConfigError(f"`closed_session_ttl_s` must be a finite number > 0 or None, got "

@@ -43,6 +43,8 @@ class Raw:
         if self.conn.sock is not None and not any(s is self.conn.sock for s in self.sockets):
             self.sockets.append(self.conn.sock)
         assert response.getheader("connection") != "close", (method, path, response.status)
+        if (response.getheader("content-type") or "").startswith("text/event-stream"):
+            return response.status, payload.decode(), response
         return response.status, (json.loads(payload) if payload else None), response
 
     def one_connection(self) -> bool:
@@ -394,3 +396,35 @@ def test_the_openai_sampler_sends_the_key_from_the_environment(server, monkeypat
     assert refused.finish_reason == "error" and "401" in refused.error and "API key" in refused.error
     monkeypatch.setenv("MTRL_GYM_API_KEY", server.api_key)
     assert OpenAISampler(server.url, model="tiny", max_retries=0).sample([request])[0].finish_reason != "error"
+
+
+def test_random_bodies_over_one_connection_never_get_a_500(serve, chatml_tokenizer):
+    """A fuzzing client: any JSON body on the chat and completions routes (with the key)
+    is answered 200 or an OpenAI-shaped 4xx, on the same kept-alive connection."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    leaf = st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=False) | st.text(max_size=12)
+    value = st.recursive(leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from(
+        ["role", "content", "name", "function", "parameters", "properties", "required", "type", "arguments",
+         "tool_calls", "id", "text"]), c, max_size=4), max_leaves=16)
+    fields = st.sampled_from(["messages", "tools", "tool_choice", "temperature", "top_p", "top_k", "max_tokens",
+                              "stop", "seed", "n", "stream", "stream_options", "logprobs", "prompt"])
+    server = serve(Scripted(chatml_tokenizer, "hello"), chatml_tokenizer)
+    raw = Raw(server.url)
+    sid = _new_session(raw, server.api_key)["id"]
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.dictionaries(fields, value, max_size=5), st.booleans(), st.sampled_from(["chat/completions",
+                                                                                       "completions"]))
+    def probe(body, in_session, route):
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, **body}
+        path = f"/sessions/{sid}/v1/{route}" if in_session else f"/v1/{route}"
+        status, answer, _ = raw("POST", path, body, key=server.api_key)
+        assert status == 200 or (400 <= status < 500 and openai_error(status, answer)), (status, answer, body)
+
+    try:
+        probe()
+        assert raw.one_connection()
+    finally:
+        raw.close()
