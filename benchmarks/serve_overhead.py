@@ -54,11 +54,11 @@ def engine_run(model, tok, tasks, params: SamplingParams, turns: int, base: int)
     return sum(t.sampled_tokens for t in trajs), seconds
 
 
-def agent(url: str, model_id: str, task: dict, seed: int, seeds: list[int], max_tokens: int) -> None:
-    """One episode with its own openai-client loop."""
+def agent(url: str, key: str, model_id: str, task: dict, seed: int, seeds: list[int], max_tokens: int) -> None:
+    """One episode with its own openai-client loop (``key``: its session's key)."""
     from openai import OpenAI
 
-    client = OpenAI(base_url=url, api_key="none", max_retries=0)
+    client = OpenAI(base_url=url, api_key=key, max_retries=0)
     env = gymnasium.make("mtrl/Wordle-v0")
     obs, info = env.reset(seed=seed, options={"task": task})
     messages = [{"role": "system", "content": info["system_prompt"]}, {"role": "user", "content": obs}]
@@ -84,10 +84,11 @@ def agent(url: str, model_id: str, task: dict, seed: int, seeds: list[int], max_
 def server_run(model, tok, tasks, params: SamplingParams, turns: int, base: int) -> tuple[int, float, float]:
     service = PolicyService(HFSampler(model, tok), tok, model_name="policy", sampling=params)
     with PolicyServer(service) as server:
-        sids = [service.create_session(f"bench-{g}").id for g in range(len(tasks))]
-        threads = [threading.Thread(target=agent, args=(server.session_url(sid), "policy", task, base + g,
+        sessions = [service.create_session() for _ in tasks]
+        sids = [s.id for s in sessions]
+        threads = [threading.Thread(target=agent, args=(server.session_url(s.id), s.key, "policy", task, base + g,
                                                          seeds_for(base, g, turns), params.max_new_tokens))
-                   for g, (sid, task) in enumerate(zip(sids, tasks))]
+                   for g, (s, task) in enumerate(zip(sessions, tasks))]
         start = time.perf_counter()
         for t in threads:
             t.start()

@@ -9,10 +9,11 @@ policy sampled, and trains on them::
     pip install "mtrl-gym[train,serve]"
     mtrl-gym train --set source.name=agent --set source.target=examples/agent_openai_sdk.py:run --max-steps 2 --group-size 4 --global-batch-size 2 --serving.max-new-tokens 64 --val-every 0
 
-Run one episode against any OpenAI-compatible server (``mtrl-gym serve`` prints the URL of
-a session it creates with ``POST /sessions``)::
+The trainer hands every episode its session's URL and key. Run one episode yourself
+against ``mtrl-gym serve`` with the ``base_url`` and ``api_key`` that ``POST /sessions``
+returns (or the server's key, from ``$MTRL_GYM_API_KEY``)::
 
-    python examples/agent_openai_sdk.py http://127.0.0.1:8000/sessions/demo/v1
+    python examples/agent_openai_sdk.py http://127.0.0.1:8000/sessions/<id>/v1 <api_key>
 
 The task row has the managed service's shape, ``{"prompt": "{\\"answer\\": ..., \\"id\\": ...}"}``;
 the answer stays on this side: the model sees only the messages below.
@@ -21,6 +22,7 @@ the answer stays on this side: the model sees only the messages below.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import gymnasium
@@ -41,11 +43,13 @@ def guess_word(env: gymnasium.Env, guess: str) -> tuple[str, float, bool]:
     return obs, float(reward), terminated or truncated
 
 
-def run(task_row: dict, base_url: str) -> float:
-    """Play one Wordle game through the policy at ``base_url``; returns the reward."""
+def run(task_row: dict, base_url: str, api_key: str | None = None) -> float:
+    """Play one Wordle game through the policy at ``base_url`` (``api_key``: the session's
+    key, default ``$MTRL_GYM_API_KEY``); returns the reward."""
     env = gymnasium.make("mtrl/Wordle-v0")
     obs, info = env.reset(options={"task": task_payload(task_row)})
-    client = OpenAI(base_url=base_url, api_key="not-needed", max_retries=0)
+    key = api_key or os.environ.get("MTRL_GYM_API_KEY", "none")
+    client = OpenAI(base_url=base_url, api_key=key, max_retries=0)
     model = client.models.list().data[0].id
     messages = [{"role": "system", "content": info["system_prompt"]}, {"role": "user", "content": obs}]
     reward, over = 0.0, False
@@ -74,4 +78,4 @@ def run(task_row: dict, base_url: str) -> float:
 if __name__ == "__main__":
     url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000/v1"
     row = {"prompt": json.dumps({"answer": "paste", "id": "demo"})}
-    print("reward:", run(row, url))
+    print("reward:", run(row, url, sys.argv[2] if len(sys.argv) > 2 else None))

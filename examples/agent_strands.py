@@ -8,14 +8,15 @@ Strands streams every request (``stream: true``); the server records the same to
     pip install "mtrl-gym[train,serve]" strands-agents
     mtrl-gym train --set source.name=agent --set source.target=examples/agent_strands.py:run --max-steps 2 --group-size 4 --global-batch-size 2 --serving.max-new-tokens 64 --val-every 0
 
-or one episode against a session URL::
+or one episode against a session's URL and key (``POST /sessions`` returns both)::
 
-    python examples/agent_strands.py http://127.0.0.1:8000/sessions/demo/v1
+    python examples/agent_strands.py http://127.0.0.1:8000/sessions/<id>/v1 <api_key>
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import gymnasium
@@ -31,11 +32,13 @@ MAX_TOOL_CALLS = 6
 """Tool calls per episode (invalid words do not use a guess, so the game alone need not end)."""
 
 
-def run(task_row: dict, base_url: str) -> float:
-    """Play one Wordle game with a Strands agent through the policy at ``base_url``."""
+def run(task_row: dict, base_url: str, api_key: str | None = None) -> float:
+    """Play one Wordle game with a Strands agent through the policy at ``base_url``
+    (``api_key``: the session's key, default ``$MTRL_GYM_API_KEY``)."""
     env = gymnasium.make("mtrl/Wordle-v0")
     obs, info = env.reset(options={"task": task_payload(task_row)})
-    model_id = OpenAI(base_url=base_url, api_key="not-needed").models.list().data[0].id
+    key = api_key or os.environ.get("MTRL_GYM_API_KEY", "none")
+    model_id = OpenAI(base_url=base_url, api_key=key).models.list().data[0].id
     game = {"reward": 0.0, "over": False, "calls": 0}
 
     @tool
@@ -56,7 +59,7 @@ def run(task_row: dict, base_url: str) -> float:
             agent.cancel(after_current_tools=True)
         return text
 
-    model = OpenAIModel(client_args={"base_url": base_url, "api_key": "not-needed", "max_retries": 0},
+    model = OpenAIModel(client_args={"base_url": base_url, "api_key": key, "max_retries": 0},
                         model_id=model_id)
     agent = Agent(model=model, tools=[guess_word], system_prompt=info["system_prompt"], callback_handler=None)
     try:
@@ -70,4 +73,5 @@ def run(task_row: dict, base_url: str) -> float:
 
 if __name__ == "__main__":
     url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000/v1"
-    print("reward:", run({"prompt": json.dumps({"answer": "paste", "id": "demo"})}, url))
+    print("reward:", run({"prompt": json.dumps({"answer": "paste", "id": "demo"})}, url,
+                         sys.argv[2] if len(sys.argv) > 2 else None))

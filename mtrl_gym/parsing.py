@@ -645,12 +645,25 @@ class _Brackets:
         return r + 1
 
 
+_DEFINITION_RE = re.compile(r"(?:^|[^\w.])(?:def|class)\s+$")
+
+
+def _is_definition(text: str, start: int) -> bool:
+    """Whether the name at ``start`` follows ``def`` / ``class`` (code that defines the
+    tool, ``def guess_word(guess):``, is not a call); reads at most 32 characters back."""
+    low = max(0, start - 32)
+    m = _DEFINITION_RE.search(text[low:start])
+    return m is not None and (m.start() > 0 or low == 0 or not (text[low - 1].isalnum() or text[low - 1] in "_."))
+
+
 def _call_syntax(text, blocked: _Spans, call_re: re.Pattern, schemas, budget: _Budget):
     attempts = 0
     brackets = _Brackets(text)
     for m in call_re.finditer(text):
         name = m.group(1)
         if schemas is not None and name not in schemas:
+            continue
+        if _is_definition(text, m.start()):
             continue
         attempts += 1
         if attempts > _MAX_CALL_ATTEMPTS:

@@ -10,15 +10,19 @@ Examples::
     mtrl-gym serve --model Qwen/Qwen2.5-0.5B-Instruct --sampler openai \\
         --sampler-kwargs '{"base_url": "http://127.0.0.1:8001"}'
 
-Clients use ``http://HOST:PORT/v1`` (no recording) or a session's URL: create one with
-``curl -X POST http://HOST:PORT/sessions`` and point the OpenAI client at the
-``base_url`` it returns; ``GET /sessions/<id>`` shows the recorded tokens, and
-``POST /sessions/<id>/reward`` closes it with a reward. See docs/agents.md.
+Every request needs the server's key as ``Authorization: Bearer <key>`` (the OpenAI
+client's ``api_key``): ``--api-key``, else ``$MTRL_GYM_API_KEY``, else a random key printed
+at start. Clients use ``http://HOST:PORT/v1`` (no recording) or a session's URL: create
+one with ``curl -X POST -H "Authorization: Bearer $KEY" http://HOST:PORT/sessions`` and
+point the OpenAI client at the ``base_url`` and ``api_key`` it returns (that key reaches
+only its session); ``GET /sessions/<id>`` shows the recorded tokens, and
+``POST /sessions/<id>/reward`` closes it with a reward. See docs/agents.md, "Security".
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 
@@ -34,6 +38,12 @@ def register(sub) -> None:
                    help='extra sampler arguments, e.g. \'{"base_url": "http://127.0.0.1:8001"}\' for openai')
     p.add_argument("--host", default="127.0.0.1", help="(default: %(default)s)")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port (default: %(default)s)")
+    p.add_argument("--api-key", default=None, metavar="KEY", help="the key clients send as a Bearer token "
+                   "(default: $MTRL_GYM_API_KEY, else a random key, printed at start); a key on the command line "
+                   "shows in the process list, so prefer the variable")
+    p.add_argument("--no-api-key", action="store_true", help="serve without any key (only on a loopback --host)")
+    p.add_argument("--public-url", default=None, metavar="URL", help="the address clients reach the server at, "
+                   "for the base_url of new sessions (default: http://HOST:PORT)")
     p.add_argument("--served-model-name", default=None, help="model id clients send (default: --model)")
     p.add_argument("--max-new-tokens", type=int, default=256, help="default max_tokens (default: %(default)s)")
     p.add_argument("--max-context-tokens", type=int, default=None, help="context limit of a session "
@@ -74,18 +84,42 @@ def build_sampler(args):
     return make_sampler(args.sampler, tokenizer=tokenizer, model_name=args.model, seed=args.seed, **kwargs), tokenizer
 
 
+def serve_config(args):
+    """The :class:`~mtrl_gym.serve.service.ServeConfig` of the command line; refuses
+    ``--no-api-key`` on a host other than loopback before any model loads."""
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.serve.app import is_loopback
+    from mtrl_gym.serve.service import ServeConfig
+
+    key = args.api_key if args.api_key is not None else os.environ.get("MTRL_GYM_API_KEY") or None
+    if args.no_api_key and key is not None:
+        raise ConfigError("--no-api-key and a key (--api-key or $MTRL_GYM_API_KEY) contradict each other; drop one")
+    if args.no_api_key and not is_loopback(args.host):
+        raise ConfigError(f"--no-api-key is refused with --host {args.host}: anyone who reaches the port could "
+                          "sample, read sessions and reload weights. Drop --no-api-key (a key is drawn and printed) "
+                          "or bind 127.0.0.1")
+    return ServeConfig(model_name=args.served_model_name or args.model, max_new_tokens=args.max_new_tokens,
+                       max_context_tokens=args.max_context_tokens, seed=args.seed, api_key=key,
+                       require_api_key=not args.no_api_key)
+
+
 def run(args) -> int:
     from mtrl_gym.serve.app import PolicyServer
-    from mtrl_gym.serve.service import PolicyService, ServeConfig
+    from mtrl_gym.serve.service import PolicyService
 
+    config = serve_config(args)
     sampler, tokenizer = build_sampler(args)
-    config = ServeConfig(model_name=args.served_model_name or args.model, max_new_tokens=args.max_new_tokens,
-                         max_context_tokens=args.max_context_tokens, seed=args.seed)
-    server = PolicyServer(PolicyService(sampler, tokenizer, config), host=args.host, port=args.port,
-                          log_level="info")
+    service = PolicyService(sampler, tokenizer, config)
+    server = PolicyServer(service, host=args.host, port=args.port, log_level="info", public_url=args.public_url)
     server.start()
-    print(f"mtrl-gym serve: {config.model_name!r} at {server.url}/v1 (sessions: POST {server.url}/sessions); "
-          "Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"mtrl-gym serve: {config.model_name!r} at {server.public_url}/v1 (sessions: POST "
+          f"{server.public_url}/sessions); Ctrl-C stops", file=sys.stderr, flush=True)
+    if service.api_key is None:
+        print("mtrl-gym serve: no API key (--no-api-key): every local process can use this server",
+              file=sys.stderr, flush=True)
+    elif config.api_key is None:
+        print(f"mtrl-gym serve: API key (send it as 'Authorization: Bearer <key>'): {service.api_key}",
+              file=sys.stderr, flush=True)
     try:
         server.wait()
     except KeyboardInterrupt:

@@ -292,7 +292,7 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
             runs that load the same model play back to back, and every model is released
             when the evaluation ends.
         report: write ``report/report.md`` and the PNG plots.
-        mlflow, tracking_uri, experiment: also log to MLflow (the training store by default).
+        mlflow, tracking_uri, experiment: also log to MLflow (see :mod:`mtrl_gym.evaluation.tracking`).
     """
     config = config or EvalConfig()
     pool = pool or ModelPool()

@@ -7,9 +7,10 @@ settings and whose metrics are its summary numbers (``success_rate``, ``reward``
 ``pass_at_<k>`` with ``_low``/``_high`` interval bounds, ``trajectory/<metric>``,
 ``vs_reference/success_rate``, and every ``aggregate/<key>`` of the rollout metrics).
 
-The store is the one training uses (:func:`tracking_uri_or_default`): ``tracking_uri`` if
-given, else ``$MLFLOW_TRACKING_URI``, else the SQLite store ``mlflow.db`` in the working
-directory. Eval runs go to the experiment ``mtrl-gym-eval`` by default and carry the tag
+The store (:func:`tracking_uri_or_default`) is ``tracking_uri`` if given, else
+``$MLFLOW_TRACKING_URI``, else the SQLite store ``mlflow.db`` in the working directory (a
+training run without either keeps its store in its run folder: pass
+``sqlite:///<run folder>/mlflow.db`` to log next to it). Eval runs go to the experiment ``mtrl-gym-eval`` by default and carry the tag
 ``mtrl_gym.training_run`` when a training run was given.
 """
 

@@ -9,9 +9,9 @@ per-step metrics, from
 * a metrics JSONL file: one JSON object per line with ``step`` and metric values, as the
   trainer writes them, e.g. ``{"step": 3, "kind": "train", "rollout/reward_mean": 0.41}``
   and ``{"step": 10, "kind": "val", "val/success_rate": 0.27}``;
-* an MLflow run: ``mlflow:<run_id>`` or a bare 32-hex run id, in the training store
-  (``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the
-  working directory, as :mod:`mtrl_gym.trainers.grpo.tracking` uses).
+* an MLflow run: ``mlflow:<run_id>`` or a bare 32-hex run id, in ``tracking_uri``, else
+  ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in the working directory (a
+  training run without either keeps its store in its folder, ``sqlite:///<run folder>/mlflow.db``).
 
 The training reward is the first of :data:`REWARD_KEYS` the run logged (the trainer's
 ``rollout/reward_mean``: the reward it optimised, shaped if it used shaping wrappers); the

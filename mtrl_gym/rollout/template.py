@@ -45,11 +45,11 @@ _PROBE_TOOL = {"type": "function", "function": {
 _EXAMPLE_VALUES = {"string": "...", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
 
 
-def _example_value(schema: Mapping[str, Any]) -> Any:
-    kind = schema.get("type")
+def _example_value(schema: Any) -> Any:
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
     if isinstance(kind, list):  # a union such as ["string", "null"]
         kind = next((k for k in kind if k != "null"), None)
-    return _EXAMPLE_VALUES.get(kind, "...")
+    return _EXAMPLE_VALUES.get(kind, "...") if isinstance(kind, str) else "..."
 
 
 def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -72,12 +72,18 @@ def render_tools(tools: Sequence[Mapping[str, Any]]) -> str:
              "You can call the tools below. Each line inside <tools></tools> is one tool's JSON schema.",
              "<tools>"]
     lines += [json.dumps(t, ensure_ascii=False) for t in tools]
-    fn = tools[0].get("function", tools[0])
-    params = fn.get("parameters") or {}
-    props = params.get("properties") or {}
-    required = params.get("required") or list(props)
-    example_args = {k: _example_value(props.get(k) or {}) for k in required}
-    example = json.dumps({"name": fn.get("name", "tool"), "arguments": example_args}, ensure_ascii=False)
+    # The example call reads the first schema defensively: a schema that is not one (a
+    # string, a list of properties) gives an example without arguments, never an error.
+    first = tools[0] if isinstance(tools[0], Mapping) else {}
+    fn = first.get("function", first)
+    fn = fn if isinstance(fn, Mapping) else {}
+    params = fn.get("parameters") if isinstance(fn.get("parameters"), Mapping) else {}
+    props = params.get("properties") if isinstance(params.get("properties"), Mapping) else {}
+    required = params.get("required")
+    names = [k for k in required if isinstance(k, str)] if isinstance(required, list) else list(props)
+    example_args = {k: _example_value(props.get(k)) for k in names}
+    name = fn.get("name") if isinstance(fn.get("name"), str) else "tool"
+    example = json.dumps({"name": name, "arguments": example_args}, ensure_ascii=False)
     lines += ["</tools>",
               "To call a tool, write a JSON object with its name and arguments inside",
               "<tool_call></tool_call> tags, for example:",

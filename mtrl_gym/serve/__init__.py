@@ -1,8 +1,8 @@
 """Bring your own agent: an OpenAI-compatible policy endpoint with token-exact sessions.
 
 The agent runs wherever it likes and calls the policy through
-``http://host:port/sessions/<id>/v1``; the server renders each request with the policy's
-chat template, re-uses the recorded tokens of earlier turns, and keeps per session the
+``http://host:port/sessions/<id>/v1`` with the session's key; the server renders each
+request with the policy's chat template, re-uses the recorded tokens of earlier turns, and keeps per session the
 exact sampled token ids and log-probs (env/tool tokens masked), ready for training.
 
 * :class:`PolicyService` / :class:`ServeConfig`: the server logic, no HTTP
@@ -24,6 +24,7 @@ __all__ = [
     "PolicyServer",
     "PolicyService",
     "ServeConfig",
+    "accepts_api_key",
     "create_app",
     "report_failure",
     "report_reward",
@@ -35,7 +36,8 @@ __all__ = [
 
 _WHERE = {"PolicyService": "service", "ServeConfig": "service", "PolicyServer": "app", "create_app": "app",
           "report_reward": "reward", "report_failure": "reward", "rollout_handler": "reward",
-          "task_payload": "reward", "session_parts": "reward", "reward_of": "reward"}
+          "task_payload": "reward", "session_parts": "reward", "reward_of": "reward",
+          "accepts_api_key": "reward"}
 
 
 def __getattr__(name: str) -> Any:

@@ -239,6 +239,47 @@ def _n(body: Mapping) -> None:
                        param="n")
 
 
+_TOOL_SHAPE = '{"type": "function", "function": {"name": ..., "parameters": {"type": "object", "properties": {...}}}}'
+
+
+def _tool_schema(t: Any, i: int) -> None:
+    """Check one tool: an OpenAI function whose ``parameters`` is a JSON-schema object."""
+    where = f"tools[{i}]"
+    fn = t.get("function") if isinstance(t, Mapping) else None
+    if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+        raise ApiError(f"`{where}` must be {_TOOL_SHAPE}", param="tools")
+    if t.get("type", "function") != "function":
+        raise ApiError(f"`{where}.type` must be \"function\", got {t.get('type')!r}", param=f"{where}.type")
+    where += ".function"
+    if not isinstance(fn.get("description", ""), (str, type(None))):
+        raise ApiError(f"`{where}.description` must be a string, got {type(fn['description']).__name__}",
+                       param=f"{where}.description")
+    params = fn.get("parameters")
+    if params is None:
+        return
+    where += ".parameters"
+    if not isinstance(params, Mapping):
+        raise ApiError(f"`{where}` must be a JSON schema object such as {{\"type\": \"object\", \"properties\": "
+                       f"{{...}}}}, got {type(params).__name__}", param=where)
+    if params.get("type", "object") != "object":
+        raise ApiError(f"`{where}.type` must be \"object\", got {params.get('type')!r}", param=f"{where}.type")
+    props = params.get("properties")
+    if props is not None:
+        if not isinstance(props, Mapping):
+            raise ApiError(f"`{where}.properties` must be an object of parameter schemas, got "
+                           f"{type(props).__name__}", param=f"{where}.properties")
+        for name, schema in props.items():
+            kind = schema.get("type") if isinstance(schema, Mapping) else None
+            if not isinstance(schema, Mapping) or not (kind is None or isinstance(kind, str) or (
+                    isinstance(kind, list) and all(isinstance(k, str) for k in kind))):
+                raise ApiError(f"`{where}.properties.{name}` must be a JSON schema object (its `type` a string "
+                               f"or a list of strings), got {schema!r}"[:400], param=f"{where}.properties")
+    required = params.get("required")
+    if required is not None and not (isinstance(required, list) and all(isinstance(r, str) for r in required)):
+        raise ApiError(f"`{where}.required` must be a list of parameter names, got {required!r}"[:400],
+                       param=f"{where}.required")
+
+
 def _tools(body: Mapping) -> list[dict[str, Any]]:
     tools = body.get("tools")
     if tools is None:
@@ -246,10 +287,7 @@ def _tools(body: Mapping) -> list[dict[str, Any]]:
     if not isinstance(tools, list):
         raise ApiError(f"`tools` must be a list of function schemas, got {type(tools).__name__}", param="tools")
     for i, t in enumerate(tools):
-        fn = t.get("function") if isinstance(t, Mapping) else None
-        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise ApiError(f'`tools[{i}]` must be {{"type": "function", "function": {{"name": ..., '
-                           f'"parameters": {{...}}}}}}', param="tools")
+        _tool_schema(t, i)
     return [dict(t) for t in tools]
 
 
@@ -259,7 +297,8 @@ def _tool_choice(body: Mapping, tools: Sequence[Mapping]) -> Any:
         return "auto"
     if isinstance(choice, str) and choice in TOOL_CHOICES:
         return choice
-    if isinstance(choice, Mapping) and isinstance((choice.get("function") or {}).get("name"), str):
+    fn = choice.get("function") if isinstance(choice, Mapping) else None
+    if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
         name = choice["function"]["name"]
         if name not in {t["function"]["name"] for t in tools}:
             raise ApiError(f"`tool_choice` names the function {name!r}, which is not in `tools`",

@@ -1,13 +1,16 @@
 """Agent-side helpers: read a task row, report the episode's reward to its session.
 
 Standard library only, so an agent process needs nothing but its own framework. An agent
-gets a *session base URL* (``http://host:port/sessions/<id>/v1``), points its OpenAI
-client at it, plays its episode, and reports one reward:
+gets a *session base URL* (``http://host:port/sessions/<id>/v1``) and the session's key,
+points its OpenAI client at them (``OpenAI(base_url=base_url, api_key=api_key)``), plays
+its episode, and reports one reward:
 
-* return it from the function the trainer calls (``run(task_row, base_url) -> reward``),
-* or ``report_reward(base_url, 1.0, {"turns": 3})`` (``POST /sessions/<id>/reward``),
+* return it from the function the trainer calls (``run(task_row, base_url, api_key) -> reward``),
+* or ``report_reward(base_url, 1.0, {"turns": 3}, api_key=api_key)`` (``POST /sessions/<id>/reward``),
 * or decorate the entry point with :func:`rollout_handler`, which reports the returned
   reward, or the failure when the function raises.
+
+Where ``api_key`` is not given, the helpers send ``$MTRL_GYM_API_KEY`` if it is set.
 
 >>> task_payload({"prompt": '{"prompt": "Guess the word", "answer": "paste", "id": "t0"}'})["answer"]
 'paste'
@@ -18,8 +21,10 @@ client at it, plays its episode, and reports one reward:
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import math
+import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -27,7 +32,8 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError, Error
 
-__all__ = ["report_failure", "report_reward", "reward_of", "rollout_handler", "session_parts", "task_payload"]
+__all__ = ["accepts_api_key", "report_failure", "report_reward", "reward_of", "rollout_handler", "session_parts",
+           "task_payload"]
 
 
 def task_payload(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,9 +66,22 @@ def session_parts(base_url: str) -> tuple[str, str]:
     return head, sid
 
 
-def _post(url: str, body: Mapping[str, Any], timeout_s: float) -> dict[str, Any]:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+def accepts_api_key(fn: Callable[..., Any]) -> bool:
+    """Whether an agent function can be called with ``api_key=`` (a parameter of that name
+    or ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn, follow_wrapped=False).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind is p.VAR_KEYWORD or (p.name == "api_key" and p.kind is not p.POSITIONAL_ONLY) for p in params)
+
+
+def _post(url: str, body: Mapping[str, Any], timeout_s: float, api_key: str | None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json"}
+    key = api_key if api_key is not None else os.environ.get("MTRL_GYM_API_KEY")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return json.loads(resp.read() or b"{}")
@@ -74,19 +93,22 @@ def _post(url: str, body: Mapping[str, Any], timeout_s: float) -> dict[str, Any]
 
 
 def report_reward(base_url: str, reward: float, metrics: Mapping[str, float] | None = None, *,
-                  timeout_s: float = 30.0) -> dict[str, Any]:
-    """Report the episode's reward (and numeric metrics) to the session of ``base_url``."""
+                  api_key: str | None = None, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Report the episode's reward (and numeric metrics) to the session of ``base_url``
+    (``api_key``: the session's key or the server's; default ``$MTRL_GYM_API_KEY``)."""
     if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
         raise ConfigError(f"`reward` must be a finite number, got {reward!r}")
     root, sid = session_parts(base_url)
     return _post(f"{root}/sessions/{sid}/reward", {"reward": float(reward), "metrics": dict(metrics or {})},
-                 timeout_s)
+                 timeout_s, api_key)
 
 
-def report_failure(base_url: str, reason: str, *, timeout_s: float = 30.0) -> dict[str, Any]:
+def report_failure(base_url: str, reason: str, *, api_key: str | None = None,
+                   timeout_s: float = 30.0) -> dict[str, Any]:
     """Mark the session's episode as failed (it gets the failure reward)."""
     root, sid = session_parts(base_url)
-    return _post(f"{root}/sessions/{sid}/reward", {"failed": True, "reason": str(reason)[:2000]}, timeout_s)
+    return _post(f"{root}/sessions/{sid}/reward", {"failed": True, "reason": str(reason)[:2000]}, timeout_s,
+                 api_key)
 
 
 def reward_of(value: Any) -> tuple[float | None, dict[str, float]]:
@@ -117,21 +139,26 @@ def rollout_handler(fn: Callable[..., Any]) -> Callable[..., Any]:
     The returned reward (see :func:`reward_of`) is POSTed to ``base_url``'s session; if
     ``fn`` raises, the failure is reported and the exception re-raised. The decorated
     function returns what ``fn`` returned, so the trainer's in-process call sees it too.
+    It takes the session's key as ``api_key=`` and passes it on when ``fn`` accepts it.
     """
+    passes_key = accepts_api_key(fn)
+
     @functools.wraps(fn)
-    def wrapper(task_row, base_url: str, *args, **kwargs):
+    def wrapper(task_row, base_url: str, *args, api_key: str | None = None, **kwargs):
+        if passes_key:
+            kwargs["api_key"] = api_key
         try:
             value = fn(task_row, base_url, *args, **kwargs)
         except BaseException as e:
             try:
-                report_failure(base_url, f"{type(e).__name__}: {e}")
+                report_failure(base_url, f"{type(e).__name__}: {e}", api_key=api_key)
             except Error:
                 pass  # the session may already be closed (time budget); the original error matters
             raise
         reward, metrics = reward_of(value)
         if reward is not None:
             try:
-                report_reward(base_url, reward, metrics)
+                report_reward(base_url, reward, metrics, api_key=api_key)
             except Error as e:
                 if "reward_already_reported" not in str(e):
                     raise

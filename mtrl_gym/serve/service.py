@@ -15,16 +15,26 @@ Sampling settings. By default a request's ``temperature``, ``top_p``, ``top_k``,
 temperature, top-p and top-k then replace the request's (the update computes log-probs
 with the same temperature), its ``max_new_tokens`` caps the request's and its stop
 strings are added. A request without a seed gets one derived from the server seed, the
-session id and the turn number, so reruns with the same sessions sample the same tokens.
+session's creation number and seed and the turn number, so a rerun that creates its
+sessions in the same order samples the same tokens.
+
+Access. Every request carries a bearer token (the OpenAI clients' ``api_key``): the
+server's key (:attr:`PolicyService.api_key`) reaches every route; a session's own key
+(:attr:`~mtrl_gym.serve.sessions.Session.key`, returned when the session is created)
+reaches that session's routes and nothing else. Session ids and keys are drawn by the
+server with :mod:`secrets`; a caller cannot choose them. :meth:`PolicyService.authorize`
+holds the rules (docs/agents.md, "Security").
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import math
+import secrets
 import threading
-import uuid
-import zlib
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -51,9 +61,10 @@ from mtrl_gym.rollout.samplers.base import (
     SamplingParams,
 )
 
-__all__ = ["Pending", "PolicyService", "ServeConfig"]
+__all__ = ["SERVER", "Pending", "PolicyService", "ServeConfig"]
 
-_SESSION_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+#: Who a request is: the server's key holder, or the holder of one session's key.
+SERVER = "server"
 
 
 @dataclass
@@ -81,6 +92,17 @@ class ServeConfig:
     """Open sessions allowed at once; creating more is a 429."""
     tools_in_template: bool | None = None
     """Pass tools to the chat template (True), into the system prompt (False), or detect (None)."""
+    api_key: str | None = None
+    """The server's key: every request sends it (or a session's own key) as
+    ``Authorization: Bearer <key>``, the OpenAI clients' ``api_key``. None: a random key is
+    drawn at start (read it from ``PolicyService.api_key``)."""
+    require_api_key: bool = True
+    """False serves every request without a key; :class:`~mtrl_gym.serve.app.PolicyServer`
+    then refuses to listen on anything but a loopback address."""
+    closed_session_ttl_s: float | None = 600.0
+    """Seconds a closed session's record stays readable (``GET /sessions/<id>``) before it
+    is removed; at most ``max_open_sessions`` closed records are kept, the oldest removed
+    first. None: closed records stay until deleted (the trainer pops every session itself)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.model_name, str) or not self.model_name:
@@ -95,6 +117,16 @@ class ServeConfig:
             raise ConfigError(f"`max_open_sessions` must be >= 1, got {self.max_open_sessions!r}")
         if self.sampling is not None and not isinstance(self.sampling, SamplingParams):
             raise ConfigError(f"`sampling` must be a SamplingParams or None, got {type(self.sampling).__name__}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key
+                                         or not self.api_key.isprintable() or any(c.isspace() for c in self.api_key)):
+            kind = type(self.api_key).__name__ if not isinstance(self.api_key, str) else \
+                "an empty string" if not self.api_key else "a string with spaces or control characters"
+            raise ConfigError(f"`api_key` must be a non-empty string without spaces (or None to draw one), got {kind} "
+                              "(the value is not shown)")
+        if self.closed_session_ttl_s is not None and not (self.closed_session_ttl_s > 0
+                                                           and math.isfinite(self.closed_session_ttl_s)):
+            raise ConfigError(f"`closed_session_ttl_s` must be a finite number > 0 or None, got "
+                              f"{self.closed_session_ttl_s!r}")
 
 
 @dataclass
@@ -131,7 +163,14 @@ class PolicyService:
                                      end_token_ids=sorted(ends))
         self.capture = ChatCapture(self.renderer)
         self._sessions: dict[str, Session] = {}
+        self._keys: dict[str, str] = {}  # session key -> session id
+        self._closed: OrderedDict[str, float] = OrderedDict()  # closed session id -> when, oldest first
+        self._open = 0
+        self._created = 0
         self._lock = threading.Lock()
+        self.api_key: str | None = (self.config.api_key or f"mtrl-key-{secrets.token_urlsafe(24)}") \
+            if self.config.require_api_key else None
+        """The server's key (None when ``require_api_key`` is off)."""
         self._vocab = len(tokenizer)
         self.policy_version: int | None = None
         """Version of the last :meth:`reload_policy` (None: the weights it started with)."""
@@ -144,23 +183,53 @@ class PolicyService:
         return {"object": "list", "data": [{"id": self.config.model_name, "object": "model", "created": 0,
                                             "owned_by": "mtrl-gym"}]}
 
-    def create_session(self, session_id: str | None = None, *, seed: int | None = None,
-                       meta: Mapping[str, Any] | None = None) -> Session:
-        """A new open session (id: ``session_id`` or a random one)."""
-        sid = session_id if session_id is not None else uuid.uuid4().hex
-        if not isinstance(sid, str) or not sid or len(sid) > 128 or not set(sid) <= _SESSION_ID_CHARS:
-            raise ApiError(f"a session id must be 1-128 characters of A-Z a-z 0-9 - _ ., got {sid!r}",
-                           param="id")
+    def create_session(self, *, seed: int | None = None, meta: Mapping[str, Any] | None = None) -> Session:
+        """A new open session; the server draws its id and its key (``session.key``)."""
         with self._lock:
-            if sid in self._sessions:
-                raise ApiError(f"session {sid!r} already exists", status=409, code="session_exists")
-            if sum(s.state == "open" for s in self._sessions.values()) >= self.config.max_open_sessions:
+            self._reap(time.monotonic())
+            if self._open >= self.config.max_open_sessions:
                 raise ApiError(f"{self.config.max_open_sessions} sessions are open; report rewards or close "
                                "sessions first", status=429, code="too_many_sessions")
-            base = seed if seed is not None else zlib.crc32(sid.encode())
-            session = Session(id=sid, seed=int(base), meta=dict(meta or {}))
+            sid = secrets.token_urlsafe(18)
+            while sid in self._sessions:  # pragma: no cover - 144 random bits
+                sid = secrets.token_urlsafe(18)
+            self._created += 1
+            session = Session(id=sid, seed=int(seed) if seed is not None else self._created, meta=dict(meta or {}),
+                              key=f"mtrl-sess-{secrets.token_urlsafe(24)}", number=self._created)
             self._sessions[sid] = session
+            self._keys[session.key] = sid
+            self._open += 1
         return session
+
+    def authorize(self, token: str | None, session_id: str | None = None) -> str:
+        """Who sends ``token`` (a request's bearer token) to a route of ``session_id`` (None:
+        a route of no session): :data:`SERVER` or the session's id.
+
+        Raises :class:`ApiError`: 401 without a token or with one this server never issued;
+        404 for a session's key sent to another session (as for an unknown one, so a key
+        tells nothing about other sessions); 403 for a session's key on a route of no
+        session (creating sessions, reloading weights, unrecorded sampling).
+        """
+        if self.api_key is None:
+            return SERVER
+        if not token:
+            raise ApiError("this server needs an API key: send `Authorization: Bearer <key>` (the OpenAI client's "
+                           "`api_key`); `mtrl-gym serve` prints the key, POST /sessions returns a session's key",
+                           status=401, code="missing_api_key")
+        if hmac.compare_digest(token.encode("utf-8", "replace"), self.api_key.encode()):
+            return SERVER
+        with self._lock:
+            owner = self._keys.get(token)
+        if owner is None:
+            raise ApiError("the API key is not valid for this server (keys of deleted or expired sessions stop "
+                           "working)", status=401, code="invalid_api_key")
+        if session_id is None:
+            raise ApiError("a session's key reaches only its own session's routes (/sessions/<id>/...); this route "
+                           "needs the server's key", status=403, code="permission_denied")
+        if owner != session_id:
+            raise ApiError(f"unknown session {session_id!r}; create one with POST /sessions", status=404,
+                           param="session", code="session_not_found")
+        return owner
 
     def get_session(self, session_id: str) -> Session:
         with self._lock:
@@ -179,6 +248,12 @@ class PolicyService:
             session.state = "closed"
             if failed and not session.failed:
                 session.failed, session.failure_reason = True, reason
+            if first:
+                self._open -= 1
+                session.closed_at = time.monotonic()
+                if session_id in self._sessions:
+                    self._closed[session_id] = session.closed_at
+                self._reap(session.closed_at)
         if first:
             for seg in session.segments:
                 self.worker.end_session(_sampler_session(session, seg))
@@ -188,8 +263,31 @@ class PolicyService:
     def pop_session(self, session_id: str) -> Session:
         session = self.close_session(session_id)
         with self._lock:
-            self._sessions.pop(session_id, None)
+            self._forget(session_id)
         return session
+
+    def _forget(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id, None)
+        self._closed.pop(session_id, None)
+        if session is not None:
+            self._keys.pop(session.key, None)
+
+    def _reap(self, now: float) -> None:
+        """Remove the records of closed sessions past ``closed_session_ttl_s``, and the
+        oldest beyond ``max_open_sessions`` closed ones (the caller holds the lock)."""
+        ttl = self.config.closed_session_ttl_s
+        if ttl is None:
+            return
+        while self._closed:
+            sid, when = next(iter(self._closed.items()))
+            if now - when < ttl and len(self._closed) <= self.config.max_open_sessions:
+                break
+            self._forget(sid)
+
+    def num_sessions(self) -> tuple[int, int]:
+        """``(open, closed)`` sessions held."""
+        with self._lock:
+            return self._open, len(self._sessions) - self._open
 
     def live_sessions(self) -> int:
         """Open sessions without a reward: the worker's batch target."""
@@ -267,7 +365,7 @@ class PolicyService:
         forced = self.config.sampling
         seed = req.seed
         if seed is None and session is not None:
-            seed = int(np.random.SeedSequence([self.config.seed, zlib.crc32(session.id.encode()), session.seed,
+            seed = int(np.random.SeedSequence([self.config.seed, session.number, session.seed,
                                                session.num_turns]).generate_state(1)[0])
         if forced is not None:
             cap = min(req.max_tokens or forced.max_new_tokens, forced.max_new_tokens, room)
@@ -310,7 +408,9 @@ class PolicyService:
             _check_result(result)
             content, _ = self.renderer.split_assistant(result.token_ids)
             turn_no = session.num_turns if session is not None else 0
-            reply, key, calls = assistant_reply(content, req.tools, req.tool_choice, f"call_{turn_no}_")
+            # A turn cut off by max_tokens returns no tool calls: a call in it may be cut too.
+            choice = "none" if result.finish_reason == "length" else req.tool_choice
+            reply, key, calls = assistant_reply(content, req.tools, choice, f"call_{turn_no}_")
             if session is not None:
                 with self._lock:
                     if session.state != "open":
@@ -422,9 +522,11 @@ class PolicyService:
         """Load new weights between sampler calls: ``{"adapter_path": folder, "version": n}``.
 
         The worker finishes the batch in flight and takes no other until the weights are in
-        (requests arriving meanwhile get 503 and are retried by clients). An HF sampler over
-        a peft model gets the folder's LoRA tensors copied into its adapter; any other
-        sampler gets ``update_policy(adapter_path=...)`` (vLLM with ``sync="lora"``).
+        (requests arriving meanwhile get 503 and are retried by clients). The sampler loads
+        the folder itself (``update_policy(adapter_path=...)``: an HF sampler copies the LoRA
+        tensors into its peft model, vLLM loads the adapter, the OpenAI sampler asks its
+        upstream). A path or sampler that cannot be loaded is a 400 and the server keeps
+        its weights; a failure while loading is a 500.
         """
         path, version = body.get("adapter_path"), body.get("version")
         if not isinstance(path, str) or not path:
@@ -433,15 +535,10 @@ class PolicyService:
             raise ApiError(f"`version` must be an integer or null, got {version!r}", param="version")
         self.worker.pause()
         try:
-            model = getattr(self.sampler, "model", None)
-            if model is not None and hasattr(model, "peft_config"):
-                _load_adapter_tensors(model, path)
-                self.sampler.update_policy(model, version=version)
-            else:
-                self.sampler.update_policy(adapter_path=path, version=version)
-        except ApiError:
-            raise
-        except Exception as e:  # noqa: BLE001 - reported to the client, the server keeps its weights
+            self.sampler.update_policy(adapter_path=path, version=version)
+        except ConfigError as e:
+            raise ApiError(f"cannot reload {path!r}: {e}", param="adapter_path", code="reload_refused") from None
+        except Exception as e:  # noqa: BLE001 - reported to the client, the server keeps serving
             raise ApiError(f"reloading {path!r} failed: {type(e).__name__}: {e}", status=500,
                            code="reload_failed") from None
         finally:
@@ -451,25 +548,6 @@ class PolicyService:
 
     def close(self) -> None:
         self.worker.close()
-
-
-def _load_adapter_tensors(model: Any, folder: str) -> None:
-    """Copy the LoRA tensors of a peft adapter folder into ``model``'s (same rank and modules)."""
-    import os
-
-    from peft import set_peft_model_state_dict
-
-    file = os.path.join(folder, "adapter_model.safetensors")
-    if not os.path.isfile(file):
-        raise ApiError(f"{folder!r} has no adapter_model.safetensors (save it with peft's save_pretrained)",
-                       param="adapter_path")
-    from safetensors.torch import load_file
-
-    result = set_peft_model_state_dict(model, load_file(file))
-    unexpected = list(getattr(result, "unexpected_keys", None) or [])
-    if unexpected:
-        raise ApiError(f"the adapter in {folder!r} does not fit the served model: unexpected tensors "
-                       f"{unexpected[:3]}", param="adapter_path")
 
 
 def _sampler_session(session: Session, seg: Segment) -> str:

@@ -89,6 +89,10 @@ class Session:
     id: str
     seed: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    key: str = field(default="", repr=False)
+    """The session's own API key: it reaches this session's routes and nothing else."""
+    number: int = 0
+    """Creation order on its server (seeds of requests without one derive from it)."""
     segments: list[Segment] = field(default_factory=list)
     state: str = "open"
     requests: int = 0
@@ -97,6 +101,7 @@ class Session:
     failed: bool = False
     failure_reason: str | None = None
     created: float = field(default_factory=time.monotonic)
+    closed_at: float | None = None
     busy: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

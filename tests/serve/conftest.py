@@ -63,8 +63,8 @@ def serve():
         s.close()
 
 
-def client(base_url: str):
-    return openai.OpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=60)
+def client(base_url: str, api_key: str):
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=60)
 
 
 def hermes(calls) -> str:
@@ -72,11 +72,11 @@ def hermes(calls) -> str:
                      + "</tool_call>" for c in calls)
 
 
-def play_over_http(base_url: str, env, *, seed: int, task=None, max_turns: int = 6, seeds=None, max_tokens=None,
-                   stream: bool = False):
+def play_over_http(base_url: str, api_key: str, env, *, seed: int, task=None, max_turns: int = 6, seeds=None,
+                   max_tokens=None, stream: bool = False):
     """An agent with its own loop: the env's tools offered to the model, each tool call
     executed on the env, the results sent back as ``tool`` messages. Returns the reward."""
-    c = client(base_url)
+    c = client(base_url, api_key)
     obs, info = env.reset(seed=seed, options={"task": task} if task is not None else None)
     messages = ([{"role": "system", "content": info["system_prompt"]}] if info.get("system_prompt") else [])
     messages.append({"role": "user", "content": obs})

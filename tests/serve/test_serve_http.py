@@ -23,14 +23,15 @@ def server(serve, tiny_model, chatml_tokenizer):
 
 def test_sixteen_concurrent_sessions_never_mix(server, kit, chatml_tokenizer):
     n, turns = 16, 3
-    sids = [server.service.create_session(f"agent-{i}").id for i in range(n)]
+    sessions = [server.service.create_session() for _ in range(n)]
+    sids = [s.id for s in sessions]
     replies: dict[int, list[list[int]]] = {i: [] for i in range(n)}
     errors: list[BaseException] = []
     barrier = threading.Barrier(n)
 
     def agent(i: int) -> None:
         try:
-            c = kit.client(server.session_url(sids[i]))
+            c = kit.client(server.session_url(sids[i]), sessions[i].key)
             messages = [{"role": "user", "content": f"I am agent {i}."}]
             barrier.wait()
             for t in range(turns):
@@ -71,7 +72,7 @@ def test_malformed_requests_get_openai_style_4xx_and_the_server_lives(server, ki
     url = server.url
     chat = f"{url}/v1/chat/completions"
     ok = {"model": kit.MODEL, "messages": [{"role": "user", "content": "hi"}]}
-    with httpx.Client(timeout=30) as h:
+    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {server.api_key}"}) as h:
         _error(h.post(chat, content=b"{not json"), 400, "not valid JSON")
         _error(h.post(chat, content=b"[1, 2]"), 400, "must be a JSON object")
         assert _error(h.post(chat, json={**ok, "model": "gpt-9"}), 404, "does not exist")["code"] == "model_not_found"
@@ -99,29 +100,28 @@ def test_malformed_requests_get_openai_style_4xx_and_the_server_lives(server, ki
 
 
 def test_openai_client_sees_the_errors_as_exceptions(server, kit):
-    c = kit.client(server.url + "/v1")
+    c = kit.client(server.url + "/v1", server.api_key)
     with pytest.raises(kit.client.__globals__["openai"].NotFoundError, match="does not exist"):
         c.chat.completions.create(model="other", messages=[{"role": "user", "content": "x"}])
     assert [m.id for m in c.models.list().data] == [kit.MODEL]
 
 
 def test_rewards_close_the_session_and_are_reported_once(server, kit):
-    sid = server.service.create_session().id
-    url = server.session_url(sid)
-    kit.client(url).chat.completions.create(model=kit.MODEL, messages=[{"role": "user", "content": "x"}])
-    assert agent_side.report_reward(url, 0.75, {"turns": 1}) == {"id": sid, "reward": 0.75, "failed": False}
+    session = server.service.create_session()
+    sid, url = session.id, server.session_url(session.id)
+    kit.client(url, session.key).chat.completions.create(model=kit.MODEL, messages=[{"role": "user", "content": "x"}])
+    assert agent_side.report_reward(url, 0.75, {"turns": 1}, api_key=session.key) == {
+        "id": sid, "reward": 0.75, "failed": False}
     session = server.service.get_session(sid)
     assert session.state == "closed" and session.reward_metrics == {"turns": 1.0}
     with pytest.raises(Exception, match="already has its reward"):
-        agent_side.report_reward(url, 1.0)
-    with httpx.Client() as h:
+        agent_side.report_reward(url, 1.0, api_key=session.key)
+    with httpx.Client(headers={"Authorization": f"Bearer {server.api_key}"}) as h:
         _error(h.post(f"{url}/chat/completions", json={"model": kit.MODEL, "messages": [
             {"role": "user", "content": "x"}]}), 409, "is closed")
-        s2 = h.post(f"{server.url}/sessions", json={"id": "mine"}).json()
-        assert s2 == {"id": "mine", "base_url": server.session_url("mine")}
-        _error(h.post(f"{server.url}/sessions/mine/reward", json={"reward": "high"}), 400, "finite number")
-        _error(h.post(f"{server.url}/sessions", json={"id": "mine"}), 409, "already exists")
-        _error(h.post(f"{server.url}/sessions", json={"id": "bad id"}), 400, "session id must be")
+        s2 = h.post(f"{server.url}/sessions", json={}).json()
+        assert s2 == {"id": s2["id"], "base_url": server.session_url(s2["id"]), "api_key": s2["api_key"]}
+        _error(h.post(f"{server.url}/sessions/{s2['id']}/reward", json={"reward": "high"}), 400, "finite number")
 
 
 def test_rollout_handler_reports_the_reward_or_the_failure(server):
@@ -133,10 +133,11 @@ def test_rollout_handler_reports_the_reward_or_the_failure(server):
     def bad(task_row, base_url):
         raise ValueError("the tool broke")
 
-    a, b = (server.service.create_session().id for _ in range(2))
-    assert good({"prompt": "{}"}, server.session_url(a)) == {"reward": 1.5, "metrics": {"turns": 2}}
+    sa, sb = (server.service.create_session() for _ in range(2))
+    a, b = sa.id, sb.id
+    assert good({"prompt": "{}"}, server.session_url(a), api_key=sa.key) == {"reward": 1.5, "metrics": {"turns": 2}}
     with pytest.raises(ValueError, match="the tool broke"):
-        bad({"prompt": "{}"}, server.session_url(b))
+        bad({"prompt": "{}"}, server.session_url(b), api_key=sb.key)
     assert server.service.get_session(a).reward == 1.5
     sb = server.service.get_session(b)
     assert sb.failed and "ValueError: the tool broke" in sb.failure_reason
@@ -146,7 +147,8 @@ def test_completions_endpoint_serves_the_openai_sampler_token_exactly(server, ti
     prompt = chatml_tokenizer.encode("<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n")
     params = SamplingParams(temperature=1.0, max_new_tokens=6, seed=7)
     direct = HFSampler(tiny_model, chatml_tokenizer).sample([SampleRequest(prompt, params)])[0]
-    remote = OpenAISampler(server.url, model=kit.MODEL).sample([SampleRequest(prompt, params)])[0]
+    remote = OpenAISampler(server.url, model=kit.MODEL, api_key=server.api_key).sample(
+        [SampleRequest(prompt, params)])[0]
     assert remote.token_ids == direct.token_ids and remote.finish_reason == direct.finish_reason
     assert remote.logprobs == pytest.approx(direct.logprobs, abs=1e-5)
 

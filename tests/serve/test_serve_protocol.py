@@ -87,3 +87,36 @@ def test_content_parts_are_joined_and_developer_is_system():
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})
     assert req.messages == [{"role": "system", "content": "rules"}, {"role": "user", "content": "ab"}]
     assert json.dumps(req.messages)
+
+
+TOOL_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                         lambda children: st.lists(children, max_size=3)
+                         | st.dictionaries(st.sampled_from(["type", "function", "name", "parameters", "properties",
+                                                            "required", "description", "items", "guess"]),
+                                           children, max_size=4), max_leaves=24)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TOOL_JSON)
+def test_any_tool_schema_is_a_400_or_renders(tool):
+    """Whatever a client sends as a tool, the request is refused with a 4xx or its tools
+    render into the prompt (the rendering is what crashed with a 500)."""
+    from mtrl_gym.rollout.template import render_tools
+
+    shaped = {"type": "function", "function": {"name": "guess_word", "parameters": tool}}
+    for tools in ([tool], [shaped]):
+        try:
+            req = parse_chat_request({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": tools})
+        except ApiError as e:
+            assert 400 <= e.status < 500
+            continue
+        assert "<tools>" in render_tools(req.tools)
+
+
+def test_render_tools_survives_schemas_that_are_not_schemas():
+    from mtrl_gym.rollout.template import render_tools
+
+    for params in ("x", {"properties": ["guess"]}, {"properties": {"guess": "x"}, "required": 7},
+                   {"properties": {"guess": {"type": {"a": 1}}}}, {"required": [1, "guess"]}):
+        text = render_tools([{"type": "function", "function": {"name": "guess_word", "parameters": params}}])
+        assert text.endswith("</tool_call>") and '"name": "guess_word"' in text.splitlines()[-1]

@@ -27,8 +27,10 @@ def _example():
 
 def test_strands_agent_history_extends_its_session_token_exactly(serve, kit, tiny_model, chatml_tokenizer):
     server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES), chatml_tokenizer)
-    sid = server.service.create_session("strands").id
-    reward = _example().run({"prompt": json.dumps({"answer": "paste", "id": "t"})}, server.session_url(sid))
+    session = server.service.create_session()
+    sid = session.id
+    reward = _example().run({"prompt": json.dumps({"answer": "paste", "id": "t"})}, server.session_url(sid),
+                            api_key=session.key)
     assert reward == pytest.approx(1.35)  # solved on guess 3 (1.55 - 0.1 per extra guess)
     session = server.service.get_session(sid)
     assert session.retokenized == 0 and session.requests == 3

@@ -40,8 +40,9 @@ def test_multi_turn_tool_calls_match_the_rollout_engine(serve, kit, tiny_model, 
     assert engine.terminated and engine.num_turns == 3 and not engine.failed
 
     server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES), chatml_tokenizer)
-    sid = server.service.create_session("wordle-0").id
-    reward = kit.play(server.session_url(sid), gymnasium.make("mtrl/Wordle-v0"), seed=5, task=TASK)
+    session = server.service.create_session()
+    sid = session.id
+    reward = kit.play(server.session_url(sid), session.key, gymnasium.make("mtrl/Wordle-v0"), seed=5, task=TASK)
     seg = _segment(server, sid)
     assert reward == pytest.approx(engine.reward)
     ids, mask, logprobs = _upto_last_turn(engine)
@@ -61,8 +62,9 @@ def test_sampled_tokens_match_the_engine_with_the_same_sampler_and_seeds(serve, 
     seeds = [int(np.random.SeedSequence([11, 0, 0, t]).generate_state(1)[0]) for t in range(3)]
 
     server = serve(HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer)
-    sid = server.service.create_session().id
-    kit.play(server.session_url(sid), VowelEnv(), seed=11, task=task, seeds=seeds, max_tokens=12)
+    session = server.service.create_session()
+    sid = session.id
+    kit.play(server.session_url(sid), session.key, VowelEnv(), seed=11, task=task, seeds=seeds, max_tokens=12)
     seg = _segment(server, sid)
     ids, mask, logprobs = _upto_last_turn(engine)
     assert seg.token_ids == ids
@@ -73,8 +75,9 @@ def test_sampled_tokens_match_the_engine_with_the_same_sampler_and_seeds(serve, 
 
 def test_response_token_ids_are_the_recorded_sampled_ids(serve, kit, tiny_model, chatml_tokenizer):
     server = serve(HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer)
-    sid = server.service.create_session().id
-    c = kit.client(server.session_url(sid))
+    session = server.service.create_session()
+    sid = session.id
+    c = kit.client(server.session_url(sid), session.key)
     messages = [{"role": "user", "content": "hello"}]
     sampled = []
     for _ in range(3):
@@ -93,8 +96,9 @@ def test_response_token_ids_are_the_recorded_sampled_ids(serve, kit, tiny_model,
 
 def test_streamed_turns_record_the_same_tokens(serve, kit, tiny_model, chatml_tokenizer):
     server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES), chatml_tokenizer)
-    sid = server.service.create_session().id
-    c = kit.client(server.session_url(sid))
+    session = server.service.create_session()
+    sid = session.id
+    c = kit.client(server.session_url(sid), session.key)
     env = gymnasium.make("mtrl/Wordle-v0")
     obs, info = env.reset(seed=5, options={"task": TASK})
     stream = c.chat.completions.create(model=kit.MODEL, stream=True, stream_options={"include_usage": True},
@@ -110,8 +114,9 @@ def test_streamed_turns_record_the_same_tokens(serve, kit, tiny_model, chatml_to
 
 def test_rewritten_history_starts_a_new_segment(serve, kit, tiny_model, chatml_tokenizer):
     server = serve(HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer)
-    sid = server.service.create_session().id
-    c = kit.client(server.session_url(sid))
+    session = server.service.create_session()
+    sid = session.id
+    c = kit.client(server.session_url(sid), session.key)
     r = c.chat.completions.create(model=kit.MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=6)
     edited = {"role": "assistant", "content": "something else"}
     c.chat.completions.create(model=kit.MODEL, max_tokens=6, messages=[

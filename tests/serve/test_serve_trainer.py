@@ -35,37 +35,37 @@ AGENTS = textwrap.dedent('''
     from openai import OpenAI
     from mtrl_gym.serve import report_reward, task_payload
 
-    def _ask(base_url, text):
-        c = OpenAI(base_url=base_url, api_key="x", max_retries=0)
+    def _ask(base_url, api_key, text):
+        c = OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
         model = c.models.list().data[0].id
         r = c.chat.completions.create(model=model, messages=[{"role": "user", "content": text}])
         return r.choices[0].message.content or ""
 
-    def vowels(task_row, base_url):
-        text = _ask(base_url, "Say something.")
+    def vowels(task_row, base_url, api_key):
+        text = _ask(base_url, api_key, "Say something.")
         letters = [ch for ch in text.lower() if ch.isalpha()]
         return {"reward": sum(ch in "aeiou" for ch in letters) / max(len(letters), 1), "metrics": {"chars": len(text)}}
 
-    def mixed(task_row, base_url):
+    def mixed(task_row, base_url, *, api_key):
         mode = task_payload(task_row)["mode"]
         if mode == "ok":
-            _ask(base_url, "hi")
+            _ask(base_url, api_key, "hi")
             return 0.5
         if mode == "posts":
-            _ask(base_url, "hi")
-            report_reward(base_url, 0.25, {"x": 1})
+            _ask(base_url, api_key, "hi")
+            report_reward(base_url, 0.25, {"x": 1}, api_key=api_key)
             return None
         if mode == "raises":
-            _ask(base_url, "hi")
+            _ask(base_url, api_key, "hi")
             raise ValueError("tool exploded")
         if mode == "hangs":
             time.sleep(3)
-            _ask(base_url, "too late")
+            _ask(base_url, api_key, "too late")
             return 1.0
         if mode == "silent":
             return 1.0
         if mode == "no_reward":
-            _ask(base_url, "hi")
+            _ask(base_url, api_key, "hi")
             return None
 ''')
 
@@ -139,18 +139,31 @@ def test_grpo_steps_on_an_agents_sessions_update_the_adapter(tmp_path, agents_fi
         trainer.close()
 
 
-def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokenizer):
+def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokenizer, monkeypatch):
+    """... with the default tracker: MLflow's store goes into the run folder, nothing into
+    the working directory."""
     from mtrl_gym.cli import main
 
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     model_dir = tmp_path / "tiny"
     build_tiny_llama(len(chatml_tokenizer), seed=0).save_pretrained(model_dir)
     chatml_tokenizer.save_pretrained(model_dir)
     argv = ["train", "--set", "source.name=agent", "--set", f"source.target={EXAMPLES / 'agent_openai_sdk.py'}:run",
             "--model", str(model_dir),
             "--output-dir", str(tmp_path / "run"), "--max-steps", "2", "--global-batch-size", "2",
-            "--group-size", "2", "--serving.max-new-tokens", "8", "--lora-rank", "4", "--tracker", "none",
+            "--group-size", "2", "--serving.max-new-tokens", "8", "--lora-rank", "4",
             "--val-every", "0", "--save-every", "0", "--no-progress", "--train-size", "8", "--val-size", "2"]
     assert main(argv) == 0
+    assert list(cwd.iterdir()) == []
+    import mlflow
+
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'run' / 'mlflow.db'}")
+    assert "rollout/reward_mean" in client.get_run(summary["tracker_run_id"]).data.metrics
+    assert (tmp_path / "run" / "mlruns").is_dir()
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["rollout/episodes"] == 4 for r in rows)
@@ -190,7 +203,7 @@ def test_an_http_agent_endpoint_gets_the_row_and_its_session_url(tiny_model, cha
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append(body)
-            c = OpenAI(base_url=body["base_url"], api_key="x", max_retries=0)
+            c = OpenAI(base_url=body["base_url"], api_key=body["api_key"], max_retries=0)
             c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
             out = json.dumps({"reward": 0.5 if body["task"]["prompt"].find("t0") >= 0 else 0.0}).encode()
             self.send_response(200)
@@ -213,3 +226,48 @@ def test_an_http_agent_endpoint_gets_the_row_and_its_session_url(tiny_model, cha
     assert [t.reward for t in trajs] == [0.5, 0.5, 0.0, 0.0] and not any(t.failed for t in trajs)
     assert sorted(b["session_id"] for b in seen) == sorted(b["base_url"].split("/")[-2] for b in seen)
     assert json.loads(seen[0]["task"]["prompt"])["answer"] in ("x", "y")
+
+
+def test_an_agent_that_takes_no_key_is_refused_with_the_fix(tmp_path, tiny_model, chatml_tokenizer):
+    path = tmp_path / "old_agent.py"
+    path.write_text("def run(task_row, base_url):\n    return 1.0\n")
+    with pytest.raises(Exception, match=r"takes no `api_key`.*OpenAI\(base_url=base_url, api_key=api_key\)"):
+        AgentRolloutSource(f"{path}:run", HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer,
+                           AgentSourceConfig(model_name="tiny"))
+
+
+def test_each_agent_gets_its_own_sessions_key_and_cannot_touch_the_others(agents_file, tiny_model, chatml_tokenizer):
+    """A hostile agent (one of the group) tries to report rewards for every other
+    session it can name; with session keys it reaches only its own."""
+    import urllib.error
+    import urllib.request
+
+    seen: list[tuple[str, str]] = []
+
+    def hostile(task_row, base_url, api_key):
+        from openai import OpenAI
+
+        from mtrl_gym.serve import session_parts
+
+        OpenAI(base_url=base_url, api_key=api_key, max_retries=0).chat.completions.create(
+            model="tiny", messages=[{"role": "user", "content": "hi"}])
+        root, sid = session_parts(base_url)
+        seen.append((sid, api_key))
+        for other, _ in list(seen):
+            if other == sid:
+                continue
+            req = urllib.request.Request(f"{root}/sessions/{other}/reward", data=b'{"reward": 99}', method="POST",
+                                         headers={"Authorization": f"Bearer {api_key}"})
+            try:
+                urllib.request.urlopen(req, timeout=30)
+                raise AssertionError("another session's reward was set")
+            except urllib.error.HTTPError as e:
+                assert e.code == 404
+        return 0.5
+
+    config = AgentSourceConfig(group_size=4, sampling=SamplingParams(max_new_tokens=3), model_name="tiny")
+    with AgentRolloutSource(hostile, HFSampler(tiny_model, chatml_tokenizer), chatml_tokenizer, config) as source:
+        trajs = source.collect([{"id": "a"}, {"id": "b"}], seed=0)
+        assert source.service.num_sessions() == (0, 0)
+    assert [t.reward for t in trajs] == [0.5] * 8 and not any(t.failed for t in trajs)
+    assert len({sid for sid, _ in seen}) == 8 and len({key for _, key in seen}) == 8

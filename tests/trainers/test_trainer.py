@@ -295,7 +295,8 @@ def test_mlflow_tracker_logs_to_a_local_store_offline(tmp_path, chatml_tokenizer
     summary = trainer.train()
     import mlflow
 
-    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()  # all in the run folder
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'run' / 'mlflow.db'}")
     run = client.get_run(summary["tracker_run_id"])
     assert run.info.status == "FINISHED" and run.data.params["lora_rank"] == "4"
     assert "rollout/reward_mean" in run.data.metrics and "train/loss" in run.data.metrics

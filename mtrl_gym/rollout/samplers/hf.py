@@ -239,9 +239,18 @@ class HFSampler(Sampler):
         self._sessions.pop(session_id, None)
 
     def update_policy(self, model=None, *, adapter_path: str | None = None, version: int | None = None) -> None:
-        """The weights changed: cached keys/values are stale, drop them all."""
+        """The weights changed: cached keys/values are stale, drop them all.
+
+        ``model`` replaces the sampled model. ``adapter_path`` (a folder written by peft's
+        ``save_pretrained``) is copied into the model's LoRA adapter, which must have the
+        same rank and target modules; a model without a LoRA adapter, a folder without
+        ``adapter_model.safetensors`` or tensors that do not fit raise :class:`ConfigError`
+        and leave the weights as they were.
+        """
         if model is not None:
             self.model = model
+        if adapter_path is not None:
+            _load_lora_tensors(self.model, adapter_path)
         self._sessions.clear()
 
     def close(self) -> None:
@@ -466,3 +475,41 @@ def _eval_mode(model):
     finally:
         if was_training:
             model.train()
+
+
+def _load_lora_tensors(model: Any, folder: str) -> None:
+    """Copy the LoRA tensors of a peft adapter folder into ``model``'s adapter, all or none."""
+    import os
+
+    if not hasattr(model, "peft_config"):
+        raise ConfigError(f"the sampled model has no LoRA adapter to load {folder!r} into; serve a peft model "
+                          "(mtrl-gym serve --adapter <folder>) or restart with the new weights")
+    file = os.path.join(folder, "adapter_model.safetensors")
+    if not os.path.isfile(file):
+        raise ConfigError(f"{folder!r} has no adapter_model.safetensors (save it with peft's save_pretrained)")
+    from safetensors.torch import load_file
+
+    try:
+        tensors = load_file(file)
+    except Exception as e:  # noqa: BLE001 - a truncated or foreign file
+        raise ConfigError(f"cannot read {file!r}: {type(e).__name__}: {e}") from None
+    current = {n: p for n, p in model.named_parameters() if "lora_" in n}
+    before = {n: p.detach().clone() for n, p in current.items()}
+    from peft import set_peft_model_state_dict
+
+    try:
+        result = set_peft_model_state_dict(model, tensors)
+    except RuntimeError as e:  # shapes that do not fit (another rank)
+        problem = f"{str(e).splitlines()[0][:300]}"
+    else:
+        unexpected = list(getattr(result, "unexpected_keys", None) or [])
+        missing = [k for k in getattr(result, "missing_keys", None) or [] if "lora_" in k]
+        problem = f"unexpected tensors {unexpected[:3]}" if unexpected else \
+            f"tensors missing for {missing[:3]}" if missing else None
+    if problem is not None:
+        import torch
+
+        with torch.no_grad():
+            for n, p in current.items():
+                p.copy_(before[n])
+        raise ConfigError(f"the adapter in {folder!r} does not fit the sampled model: {problem}")

@@ -53,7 +53,8 @@ class OpenAISampler(Sampler):
     Args:
         base_url: server root, with or without ``/v1`` (``http://127.0.0.1:8000``).
         model: model name to send; ``None`` asks ``GET /v1/models`` once and uses the first.
-        api_key: sent as a bearer token; default ``$OPENAI_API_KEY`` if set.
+        api_key: sent as a bearer token; default ``$MTRL_GYM_API_KEY`` (the key of
+            ``mtrl-gym serve``), else ``$OPENAI_API_KEY``, if set.
         timeout_s: seconds to wait for one HTTP response.
         max_retries: further attempts after a retryable failure (0 disables retries).
         backoff_s: first retry delay; doubles each retry, with up to 25% random jitter.
@@ -82,7 +83,8 @@ class OpenAISampler(Sampler):
         root = base_url.rstrip("/")
         self.api_root = root if root.endswith("/v1") else root + "/v1"
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.api_key = api_key if api_key is not None else (os.environ.get("MTRL_GYM_API_KEY")
+                                                            or os.environ.get("OPENAI_API_KEY"))
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.backoff_s = float(backoff_s)

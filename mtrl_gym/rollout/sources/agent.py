@@ -4,14 +4,16 @@ Instead of the built-in agent loop (:class:`~mtrl_gym.rollout.engine.RolloutEngi
 :class:`AgentRolloutSource` starts an OpenAI-compatible policy server on 127.0.0.1
 (:mod:`mtrl_gym.serve`) in front of the trainer's sampler and, for every task row, runs
 ``group_size`` episodes of the user's agent at once, each with its own session URL
-``http://127.0.0.1:<port>/sessions/<id>/v1``. The agent is either
+``http://127.0.0.1:<port>/sessions/<id>/v1`` and that session's key (the server takes
+no request without a key; a session's key reaches only its session). The agent is either
 
-* a Python function ``run(task_row, base_url) -> reward`` (``"my_pkg.agent:run"`` or
-  ``"examples/agent_openai_sdk.py:run"``), called in a thread of its own; it may return
+* a Python function ``run(task_row, base_url, api_key) -> reward`` (``"my_pkg.agent:run"``
+  or ``"examples/agent_openai_sdk.py:run"``; ``api_key`` is passed by keyword, so it may
+  be a keyword-only parameter or ``**kwargs``), called in a thread of its own; it may return
   a number, ``{"reward": x, "metrics": {...}}``, or ``None`` after POSTing the reward to
   ``<base_url>/../reward`` (:func:`mtrl_gym.serve.report_reward`); or
 * an HTTP endpoint (``"http://host:port/rollout"``) that receives
-  ``{"task": task_row, "base_url": ..., "session_id": ...}`` as a POST and answers with
+  ``{"task": task_row, "base_url": ..., "api_key": ..., "session_id": ...}`` as a POST and answers with
   ``{"reward": x}`` or reports the reward itself.
 
 ``task_row`` has the managed service's dataset shape, ``{"prompt": "<the task as JSON>"}``
@@ -36,7 +38,6 @@ import math
 import sys
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,13 +78,14 @@ class HttpAgent:
         self.url, self.timeout_s = url, timeout_s
         self.__name__ = url
 
-    def __call__(self, task_row: Mapping[str, Any], base_url: str) -> Any:
+    def __call__(self, task_row: Mapping[str, Any], base_url: str, *, api_key: str | None = None) -> Any:
         import urllib.error
         import urllib.request
 
         from mtrl_gym.serve.reward import session_parts
 
-        body = {"task": dict(task_row), "base_url": base_url, "session_id": session_parts(base_url)[1]}
+        body = {"task": dict(task_row), "base_url": base_url, "api_key": api_key,
+                "session_id": session_parts(base_url)[1]}
         request = urllib.request.Request(self.url, data=json.dumps(body).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
         try:
@@ -212,6 +214,7 @@ class _Episode:
     group_id: int
     sample_index: int
     url: str
+    api_key: str = field(default="", repr=False)
     thread: threading.Thread | None = None
     value: Any = None
     error: BaseException | None = None
@@ -235,15 +238,21 @@ class AgentRolloutSource(RolloutSource):
 
     def __init__(self, agent: str | AgentFn, sampler: Sampler, tokenizer, config: AgentSourceConfig | None = None):
         from mtrl_gym.serve.app import PolicyServer
+        from mtrl_gym.serve.reward import accepts_api_key
         from mtrl_gym.serve.service import PolicyService, ServeConfig
 
         self.config = config or AgentSourceConfig()
         self.sampler = sampler
         self.agent = load_agent(agent)
         self.agent_name = getattr(self.agent, "__name__", type(self.agent).__name__)
+        if not accepts_api_key(self.agent):
+            raise ConfigError(f"the agent {self.agent_name!r} takes no `api_key`: the policy server answers only "
+                              "requests with a key. Add the parameter, run(task_row, base_url, api_key=None), and "
+                              "pass it to the client: OpenAI(base_url=base_url, api_key=api_key)")
         c = self.config
         serve = ServeConfig(model_name=c.model_name, max_new_tokens=c.sampling.max_new_tokens,
-                            max_context_tokens=c.max_context_tokens, sampling=c.sampling, seed=c.seed)
+                            max_context_tokens=c.max_context_tokens, sampling=c.sampling, seed=c.seed,
+                            closed_session_ttl_s=None)  # collect() pops every session itself
         self.service = PolicyService(sampler, tokenizer, serve)
         self.server = PolicyServer(self.service).start()
         self.service.worker.pause()  # only sample while collect() runs (never during an update)
@@ -268,16 +277,14 @@ class AgentRolloutSource(RolloutSource):
         self._calls += 1
         base = int(seed) if seed is not None else \
             int(np.random.SeedSequence([self.config.seed, self._calls]).generate_state(1)[0])
-        run = uuid.uuid4().hex[:10]
         episodes = []
         for g, task in enumerate(tasks):
             row = agent_row(task, base + g)
             task_id = str(task.get("id", "")) if isinstance(task, Mapping) else ""
             for k in range(self.config.group_size):
-                sid = f"{run}-{g}-{k}"
-                self.service.create_session(sid, seed=base + g, meta={
+                session = self.service.create_session(seed=base + g, meta={
                     "task_id": task_id, "group_id": g, "sample_index": k, "env_id": self.config.env_id})
-                episodes.append(_Episode(sid, row, g, k, self.server.session_url(sid)))
+                episodes.append(_Episode(session.id, row, g, k, self.server.session_url(session.id), session.key))
         self.service.worker.resume()
         try:
             self._run(episodes)
@@ -306,7 +313,7 @@ class AgentRolloutSource(RolloutSource):
 
     def _play(self, ep: _Episode) -> None:
         try:
-            ep.value = self.agent(dict(ep.row), ep.url)
+            ep.value = self.agent(dict(ep.row), ep.url, api_key=ep.api_key)
         except BaseException as e:  # noqa: BLE001 - an agent's crash is a failed episode
             ep.error = e
         finally:

@@ -259,8 +259,8 @@ class GRPOConfig(ConfigBase):
     tracker: str = "mlflow"
     """``mlflow`` (local store by default, no server) or ``none``. metrics.jsonl is always written."""
     tracking_uri: str | None = None
-    """MLflow tracking URI; None: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` in
-    the working directory (artifacts under ``./mlruns``)."""
+    """MLflow tracking URI; None: ``$MLFLOW_TRACKING_URI``, else ``mlflow.db`` in the run
+    folder (artifacts under ``<run folder>/mlruns``)."""
     experiment: str = "mtrl-gym"
     """MLflow experiment name."""
     log_trajectories: int = 4

@@ -9,10 +9,11 @@ Every run writes to its output folder, whatever the tracker:
 
 :class:`MLflowTracker` mirrors the same into MLflow: the config as params, metrics per step,
 trajectory samples and the summary as artifacts. MLflow is imported only when used. With no
-tracking URI configured it uses a local SQLite store in the working directory
-(``sqlite:///mlflow.db``, artifacts under ``./mlruns``), which needs no server and no
-network; mlflow's telemetry is switched off unless the user set ``MLFLOW_DISABLE_TELEMETRY``.
-View runs with ``mlflow ui --backend-store-uri sqlite:///mlflow.db``.
+tracking URI configured (and no ``$MLFLOW_TRACKING_URI``) a training run keeps a local
+SQLite store in its own folder (``<run folder>/mlflow.db``, artifacts under
+``<run folder>/mlruns``), which needs no server and no network; mlflow's telemetry is
+switched off unless the user set ``MLFLOW_DISABLE_TELEMETRY``. View it with
+``mlflow ui --backend-store-uri sqlite:///<run folder>/mlflow.db``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def default_tracking_uri() -> str:
 class MLflowTracker(Tracker):
     """Logs to MLflow (any tracking URI; a local SQLite store by default)."""
 
-    def __init__(self, tracking_uri: str | None = None, experiment: str = "mtrl-gym", run_name: str | None = None):
+    def __init__(self, tracking_uri: str | None = None, experiment: str = "mtrl-gym", run_name: str | None = None,
+                 artifact_location: str | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         try:
             import mlflow
@@ -78,6 +80,7 @@ class MLflowTracker(Tracker):
         self.tracking_uri = tracking_uri or default_tracking_uri()
         self.experiment = experiment
         self.run_name = run_name
+        self.artifact_location = artifact_location
         self._client = None
         self.run_id = None
 
@@ -93,7 +96,8 @@ class MLflowTracker(Tracker):
                 warnings.warn(f"cannot re-open MLflow run {run_id} in {self.tracking_uri} ({e}); "
                               "logging the resumed run as a new run", stacklevel=2)
         found = self._client.get_experiment_by_name(self.experiment)
-        experiment_id = found.experiment_id if found else self._client.create_experiment(self.experiment)
+        experiment_id = found.experiment_id if found else self._client.create_experiment(
+            self.experiment, artifact_location=self.artifact_location)
         run = self._client.create_run(experiment_id, run_name=self.run_name)
         self.run_id = run.info.run_id
         flat = _flatten(params)
@@ -135,11 +139,19 @@ def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def make_tracker(name: str, *, tracking_uri: str | None = None, experiment: str = "mtrl-gym",
-                 run_name: str | None = None) -> Tracker:
-    """``"mlflow"`` -> :class:`MLflowTracker`; ``"none"`` -> a tracker that records nothing."""
-    if name == "mlflow":
+                 run_name: str | None = None, run_dir: str | os.PathLike | None = None) -> Tracker:
+    """``"mlflow"`` -> :class:`MLflowTracker`; ``"none"`` -> a tracker that records nothing.
+
+    The MLflow store is ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else a SQLite
+    store in ``run_dir`` (artifacts under ``run_dir/mlruns``), else one in the working directory.
+    """
+    if name != "mlflow":
+        return NullTracker()
+    if tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or run_dir is None:
         return MLflowTracker(tracking_uri, experiment, run_name)
-    return NullTracker()
+    folder = Path(run_dir).resolve()
+    return MLflowTracker(f"sqlite:///{folder / 'mlflow.db'}", experiment, run_name,
+                         artifact_location=(folder / "mlruns").as_uri())
 
 
 class RunRecorder:

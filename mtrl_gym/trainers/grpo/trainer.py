@@ -191,7 +191,7 @@ class GRPOTrainer:
             self._resume(resume)
         self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
             config.tracker, tracking_uri=config.tracking_uri, experiment=config.experiment,
-            run_name=config.resolved_run_name))
+            run_name=config.resolved_run_name, run_dir=self.run_dir))
 
     # ------------------------------------------------------------------ set-up helpers
 

@@ -107,7 +107,8 @@ class SFTTrainer:
             self.last_saved_step = self.step
         self._tracker_run_id = tracker_run_id
         self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
-            c.tracker, tracking_uri=c.tracking_uri, experiment=c.experiment, run_name=c.resolved_run_name))
+            c.tracker, tracking_uri=c.tracking_uri, experiment=c.experiment, run_name=c.resolved_run_name,
+            run_dir=self.run_dir))
 
     def serving(self) -> ServingSettings:
         """The serving settings of the adapter: the config's, else those the first demonstration
