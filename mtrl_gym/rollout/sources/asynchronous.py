@@ -75,10 +75,7 @@ class AsyncOptions:
         if not isinstance(self.source, Mapping) or self.source.get("name") == "async":
             raise ConfigError("`source.source` of the async source names the source it samples ahead, e.g. "
                               f"{{'name': 'local'}} (not another 'async'), got {self.source!r}")
-        from mtrl_gym.rollout.sources.factory import parse_source
-
-        parse_source(self.source)  # its options are checked now, not when the run starts
-        self.source = dict(self.source)
+        self.source = dict(self.source)  # its own options are checked with the run's config (factory.check_source)
 
 
 def fresh_groups(trajectories: Sequence[Trajectory], *, step: int, group_size: int,

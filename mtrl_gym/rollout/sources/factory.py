@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.rollout.sources.agent import AgentOptions
-from mtrl_gym.rollout.sources.asynchronous import AsyncOptions
+from mtrl_gym.registry import is_multiagent
+from mtrl_gym.rollout.sources.agent import AgentOptions, make_agent_source
+from mtrl_gym.rollout.sources.asynchronous import AsyncOptions, AsyncRollouts
 from mtrl_gym.rollout.sources.base import RolloutSource
-from mtrl_gym.rollout.sources.local import LocalOptions
-from mtrl_gym.rollout.sources.multiagent import SelfPlayOptions
-from mtrl_gym.rollout.sources.ray_workers import RayOptions
+from mtrl_gym.rollout.sources.local import LocalOptions, make_rollout_engine
+from mtrl_gym.rollout.sources.multiagent import SelfPlayOptions, make_selfplay_engine
+from mtrl_gym.rollout.sources.ray_workers import RayOptions, RayRolloutEngine
 
 __all__ = ["SOURCES", "SourceKind", "SourceSpec", "BuildContext", "parse_source", "check_source", "make_sources"]
 
@@ -76,9 +77,6 @@ class SourceSpec(NamedTuple):
 
 
 def _build_local(options: LocalOptions, ctx: BuildContext):
-    from mtrl_gym.registry import is_multiagent
-    from mtrl_gym.rollout.sources.local import make_rollout_engine
-
     if ctx.env is None and is_multiagent(ctx.config.env):  # every seat played by the policy: self-play
         return _build_selfplay(SelfPlayOptions(), ctx)
     return (make_rollout_engine(ctx.config, ctx.sampler, ctx.tokenizer, env=ctx.env),
@@ -86,31 +84,22 @@ def _build_local(options: LocalOptions, ctx: BuildContext):
 
 
 def _build_selfplay(options: SelfPlayOptions, ctx: BuildContext):
-    from mtrl_gym.rollout.sources.multiagent import make_selfplay_engine
-
     return (make_selfplay_engine(ctx.config, options, ctx.sampler, ctx.tokenizer, env=ctx.env),
             make_selfplay_engine(ctx.config, options, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env))
 
 
 def _build_agent(options: AgentOptions, ctx: BuildContext):
-    from mtrl_gym.rollout.sources.agent import make_agent_source
-
     return (make_agent_source(ctx.config, options, ctx.sampler, ctx.tokenizer, env=ctx.env),
             make_agent_source(ctx.config, options, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env))
 
 
 def _build_ray(options: RayOptions, ctx: BuildContext):
-    from mtrl_gym.rollout.sources.local import make_rollout_engine
-    from mtrl_gym.rollout.sources.ray_workers import RayRolloutEngine
-
     train = RayRolloutEngine(ctx.config, ctx.policy, ctx.tokenizer, options=options, env=ctx.env,
                              local_sampler=ctx.sampler)
     return train, make_rollout_engine(ctx.config, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env)
 
 
 def _build_async(options: AsyncOptions, ctx: BuildContext):
-    from mtrl_gym.rollout.sources.asynchronous import AsyncRollouts
-
     inner = parse_source(options.source)
     train, validation = SOURCES[inner.name].build(inner.options, ctx)
     return AsyncRollouts(train, ctx.policy, max_staleness=options.max_staleness,
