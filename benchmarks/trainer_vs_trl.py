@@ -118,9 +118,9 @@ class Ours:
 
         model = build_model(args.weights, args.seed)
         config = GRPOConfig(output_dir=str(workdir / "mtrl"), global_batch_size=args.prompts, group_size=args.group_size,
-                            max_steps=10_000, max_new_tokens=args.max_new_tokens, max_turns=1,
-                            max_episode_tokens=4096, lora_rank=32, lora_alpha=64.0, learning_rate=1e-5,
-                            temperature=1.0, tracker="none", progress=False, val_every=0, save_every=0,
+                            max_steps=10_000, serving={"max_new_tokens": args.max_new_tokens, "temperature": 1.0},
+                            max_turns=1, max_episode_tokens=4096, lora_rank=32, lora_alpha=64.0, learning_rate=1e-5,
+                            tracker="none", progress=False, val_every=0, save_every=0,
                             log_trajectories=0, drop_zero_variance_groups=False, max_grad_norm=1.0,
                             autocast_dtype="bfloat16" if args.bf16 else None, packing=args.packing,
                             seed=args.seed)

@@ -81,8 +81,7 @@ def test_eval_with_a_hacked_training_run_flags_it_and_plots_the_curves(tmp_path,
     from mtrl_gym.rollout.samplers.hf import HFSampler
 
     run = write_run(tmp_path / "run", **HACKED)
-    runs = [RunSpec("trained", sampler=HFSampler(tiny_model, chatml_tokenizer), tokenizer=chatml_tokenizer,
-                    max_new_tokens=4), RunSpec("solver", policy="solver")]
+    runs = [RunSpec("trained", sampler=HFSampler(tiny_model, chatml_tokenizer), tokenizer=chatml_tokenizer, serving={"max_new_tokens": 4}), RunSpec("solver", policy="solver")]
     result = evaluate("mtrl/Wordle-v0", runs, split="val", limit=2, training_run=run, out_dir=tmp_path / "out",
                       config=EvalConfig(n=1, max_episode_tokens=900, reference_run="solver"))
     kinds = {(f["run"], f["kind"]) for f in result.summary["flags"]}
