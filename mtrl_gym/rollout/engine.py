@@ -239,6 +239,11 @@ class RolloutEngine(RolloutSource):
         """Hand the sampler the new weights (HF: drop stale KV caches; vLLM: load them)."""
         self.sampler.update_policy(model, version=version)
 
+    @property
+    def samples_off_policy(self) -> bool:
+        """Constrained sampling: the log-probs are the constrained distribution's, not the policy's."""
+        return self.config.sampling.constraint is not None
+
     # ------------------------------------------------------------------ main loop
 
     def collect(self, tasks: Sequence[Mapping[str, Any] | None], *, seed: int | None = None,

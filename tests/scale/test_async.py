@@ -145,3 +145,18 @@ def test_a_failing_producer_raises_rollout_error_in_the_trainer_thread(chatml_to
     with pytest.raises(RolloutError, match="the rollout producer failed: OSError: disk full"):
         producer.take(0)
     producer.close()
+
+
+@pytest.mark.parametrize("staleness, expected", [(0, "sampler"), (1, "recompute")])
+def test_stale_batches_recompute_the_old_logprobs(tmp_path, chatml_tokenizer, staleness, expected):
+    """The trainer asks the source, not the config, whether the sampling log-probs are the policy's."""
+    config = GRPOConfig(output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=2, max_steps=1,
+                        serving={"max_new_tokens": 4}, lora_rank=4, lora_alpha=8.0, tracker="none",
+                        progress=False, val_every=0, source={"name": "async", "max_staleness": staleness})
+    trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
+                          env=VowelEnv, train_tasks=TASKS, val_tasks=[])
+    try:
+        assert trainer.source.samples_off_policy is (staleness > 0)
+        assert trainer.settings.old_logprobs == expected
+    finally:
+        trainer.close()

@@ -299,7 +299,7 @@ class AsyncRollouts(RolloutSource):
         self.policy = policy
         self.max_staleness = int(max_staleness)
         self.group_size = int(group_size)
-        self.samples_stale = self.max_staleness > 0
+        self.samples_off_policy = self.max_staleness > 0 or inner.samples_off_policy
         self.shadow = PolicyShadow(policy)
         self._producer: RolloutProducer | None = None
         self._feed: TaskFeed | None = None

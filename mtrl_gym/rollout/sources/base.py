@@ -84,9 +84,10 @@ class RolloutSource:
     kept, failed episodes included (``Trajectory.failed``).
     """
 
-    #: True when the batches this source hands out may have been sampled by an older policy
-    #: than the one they train (the trainer then recomputes the old log-probs).
-    samples_stale: bool = False
+    #: True when the sampling log-probs of this source's batches are not the trained policy's
+    #: (sampled by an older policy, or from a constrained distribution): the trainer then
+    #: recomputes the old log-probs instead of reusing the sampler's.
+    samples_off_policy: bool = False
 
     def collect(self, tasks: Sequence[Mapping[str, Any] | None], *, seed: int | None = None) -> list[Trajectory]:
         """Play every task row ``group_size`` times now; the trajectories, group by group."""

@@ -236,6 +236,7 @@ class RayRolloutEngine(RolloutSource):
         self.config = config
         self.options = options
         self.local_sampler = local_sampler
+        self.samples_off_policy = bool(config.serving.constrained)  # the workers' engines sample constrained
         self.group_size = config.group_size
         self.env_id = env if isinstance(env, str) else (config.env if env is None else
                                                         getattr(env, "__name__", type(env).__name__))

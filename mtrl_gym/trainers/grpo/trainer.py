@@ -221,9 +221,9 @@ class GRPOTrainer:
         c = self.config
         autocast_dtype = resolve_autocast(c.autocast_dtype, self.device)
         old = c.old_logprobs
-        if old == "auto":  # stale batches were sampled by older weights: recompute
+        if old == "auto":  # stale or constrained batches: their sampling log-probs are not the policy's
             old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0
-                                and not self.source.samples_stale and not c.serving.constrained) else "recompute"
+                                and not self.source.samples_off_policy) else "recompute"
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
         return UpdateSettings.from_config(c, old_logprobs=old, packing=packing,
