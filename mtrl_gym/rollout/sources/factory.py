@@ -10,7 +10,7 @@ A run's config names exactly one source, with that source's own options next to 
 
 :data:`SOURCES` maps each name to its options class (the field docstrings document the
 options) and its builder; :func:`parse_source` checks a mapping against it and
-:func:`make_sources` builds the training and validation sources of a run. Options of a
+:func:`make_source` builds a run's training (or validation) source. Options of a
 source that is not named cannot be written, so no combination of them needs a check.
 
 >>> parse_source({"name": "ray", "workers": "4"})
@@ -38,7 +38,7 @@ from mtrl_gym.rollout.sources.local import LocalOptions, make_rollout_engine
 from mtrl_gym.rollout.sources.multiagent import SelfPlayOptions, make_selfplay_engine
 from mtrl_gym.rollout.sources.ray_workers import RayOptions, RayRolloutEngine
 
-__all__ = ["SOURCES", "SourceKind", "SourceSpec", "BuildContext", "parse_source", "check_source", "make_sources"]
+__all__ = ["SOURCES", "SourceKind", "SourceSpec", "BuildContext", "parse_source", "check_source", "make_source"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ class SourceKind(NamedTuple):
 
     options: type
     """The dataclass of the source's options (everything in its mapping but ``name``)."""
-    build: Callable[[Any, BuildContext], tuple[RolloutSource, RolloutSource]]
-    """``build(options, context) -> (training source, validation source)``."""
+    build: Callable[[Any, BuildContext, bool], RolloutSource]
+    """``build(options, context, validation) -> the training (or validation) source``."""
     description: str
     check: Callable[[Any, Any], None] | None = None
     """``check(options, config)``: refuse, when the config is made, run settings this source
@@ -76,34 +76,33 @@ class SourceSpec(NamedTuple):
     options: Any
 
 
-def _build_local(options: LocalOptions, ctx: BuildContext):
+def _build_local(options: LocalOptions, ctx: BuildContext, validation: bool) -> RolloutSource:
     if ctx.env is None and is_multiagent(ctx.config.env):  # every seat played by the policy: self-play
-        return _build_selfplay(SelfPlayOptions(), ctx)
-    return (make_rollout_engine(ctx.config, ctx.sampler, ctx.tokenizer, env=ctx.env),
-            make_rollout_engine(ctx.config, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env))
+        return _build_selfplay(SelfPlayOptions(), ctx, validation)
+    return make_rollout_engine(ctx.config, ctx.sampler, ctx.tokenizer, validation=validation, env=ctx.env)
 
 
-def _build_selfplay(options: SelfPlayOptions, ctx: BuildContext):
-    return (make_selfplay_engine(ctx.config, options, ctx.sampler, ctx.tokenizer, env=ctx.env),
-            make_selfplay_engine(ctx.config, options, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env))
+def _build_selfplay(options: SelfPlayOptions, ctx: BuildContext, validation: bool) -> RolloutSource:
+    return make_selfplay_engine(ctx.config, options, ctx.sampler, ctx.tokenizer, validation=validation, env=ctx.env)
 
 
-def _build_agent(options: AgentOptions, ctx: BuildContext):
-    return (make_agent_source(ctx.config, options, ctx.sampler, ctx.tokenizer, env=ctx.env),
-            make_agent_source(ctx.config, options, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env))
+def _build_agent(options: AgentOptions, ctx: BuildContext, validation: bool) -> RolloutSource:
+    return make_agent_source(ctx.config, options, ctx.sampler, ctx.tokenizer, validation=validation, env=ctx.env)
 
 
-def _build_ray(options: RayOptions, ctx: BuildContext):
-    train = RayRolloutEngine(ctx.config, ctx.policy, ctx.tokenizer, options=options, env=ctx.env,
-                             local_sampler=ctx.sampler)
-    return train, make_rollout_engine(ctx.config, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env)
+def _build_ray(options: RayOptions, ctx: BuildContext, validation: bool) -> RolloutSource:
+    if validation:  # validation stays in the trainer's process
+        return make_rollout_engine(ctx.config, ctx.sampler, ctx.tokenizer, validation=True, env=ctx.env)
+    return RayRolloutEngine(ctx.config, ctx.policy, ctx.tokenizer, options=options, env=ctx.env,
+                            local_sampler=ctx.sampler)
 
 
-def _build_async(options: AsyncOptions, ctx: BuildContext):
+def _build_async(options: AsyncOptions, ctx: BuildContext, validation: bool) -> RolloutSource:
     inner = parse_source(options.source)
-    train, validation = SOURCES[inner.name].build(inner.options, ctx)
-    return AsyncRollouts(train, ctx.policy, max_staleness=options.max_staleness,
-                         group_size=ctx.config.group_size), validation
+    built = SOURCES[inner.name].build(inner.options, ctx, validation)
+    if validation:  # validation plays the inner source's episodes now, with the newest weights
+        return built
+    return AsyncRollouts(built, ctx.policy, max_staleness=options.max_staleness, group_size=ctx.config.group_size)
 
 
 def _check_ray(options: RayOptions, config: Any) -> None:
@@ -165,10 +164,10 @@ def check_source(value: str | Mapping[str, Any], config: Any) -> SourceSpec:
     return spec
 
 
-def make_sources(value: str | Mapping[str, Any], ctx: BuildContext) -> tuple[RolloutSource, RolloutSource]:
-    """The training and validation sources a ``source`` setting names."""
+def make_source(value: str | Mapping[str, Any], ctx: BuildContext, *, validation: bool = False) -> RolloutSource:
+    """The training (or, with ``validation``, the validation) source a ``source`` setting names."""
     spec = parse_source(value)
-    return SOURCES[spec.name].build(spec.options, ctx)
+    return SOURCES[spec.name].build(spec.options, ctx, validation)
 
 
 def _coerce(name: str, value: Any, tp: Any) -> Any:

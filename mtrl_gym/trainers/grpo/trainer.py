@@ -60,7 +60,7 @@ from mtrl_gym.trainers.grpo.factory import load_model
 from mtrl_gym.rollout.samplers.factory import make_sampler
 from mtrl_gym.rollout.serving import SERVING_FILE
 from mtrl_gym.rollout.sources.base import RolloutSource, TaskFeed
-from mtrl_gym.rollout.sources.factory import BuildContext, make_sources
+from mtrl_gym.rollout.sources.factory import BuildContext, make_source
 from mtrl_gym.trainers.grpo.metrics import PhaseTimer, RunTotals, rollout_metrics
 from mtrl_gym.trainers.grpo.policy import (
     LRSchedule,
@@ -158,18 +158,10 @@ class GRPOTrainer:
             **config.sampler_kwargs)
         self.source: RolloutSource
         """Where the training episodes come from (``config.source``); ``val_source``: the validation ones."""
-        validating = bool(config.val_every and self.val_tasks != [])
-        if source is None or validating:
-            built, val_source = make_sources(config.source, BuildContext(config, self.policy, self.sampler,
-                                                                         tokenizer, env))
-            if source is not None:
-                built.close()
-            self.source = source if source is not None else built
-            self.val_source: RolloutSource | None = val_source if validating else None
-            if not validating:
-                val_source.close()
-        else:
-            self.source, self.val_source = source, None
+        context = BuildContext(config, self.policy, self.sampler, tokenizer, env)
+        self.source = source if source is not None else make_source(config.source, context)
+        self.val_source: RolloutSource | None = make_source(config.source, context, validation=True) \
+            if config.val_every and self.val_tasks != [] else None
         self._feed = TaskFeed(draw=self._next_tasks, seed=lambda step: _seed_for(config.seed, 1, step),
                               last_step=self.total_steps - 1)
         self._consumed_data = self.tasks.state_dict()
