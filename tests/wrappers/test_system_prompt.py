@@ -60,7 +60,7 @@ def test_tools_false_alone_keeps_the_env_prompt():
 
 
 def test_eval_runs_without_tool_schemas_when_asked():
-    from mtrl_gym.eval import EvalConfig, RunSpec
+    from mtrl_gym.evaluation import EvalConfig, RunSpec
     from mtrl_gym.evaluation.runner import _make, _wrappers
 
     def first_info(spec):
