@@ -55,14 +55,13 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.envs import EnvSource, failure_reward, make_env
 from mtrl_gym.rollout.template import REPLY_MODES, ChatRenderer, env_reply_messages
 from mtrl_gym.rollout.metrics import STOP_REASONS, aggregate_metrics, episode_metrics
 from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
 from mtrl_gym.rollout.trajectory import Trajectory, json_safe
 
 __all__ = ["RolloutConfig", "RolloutEngine", "collect", "aggregate_metrics", "STOP_REASONS", "UNFINISHED_STOPS"]
-
-EnvSource = str | Callable[[], gymnasium.Env]
 
 #: Stop reasons of episodes that ended without an outcome (see ``RolloutConfig.unfinished_reward``).
 UNFINISHED_STOPS = frozenset({"truncated", "max_turns", "token_budget", "context_length"})
@@ -202,27 +201,12 @@ class RolloutEngine:
     # ------------------------------------------------------------------ setup
 
     def _make_env(self) -> gymnasium.Env:
-        if isinstance(self.env_source, str):
-            from mtrl_gym import registry
-
-            if self.env_source.removeprefix("mtrl_gym:") in registry.ENV_SPECS:
-                env = registry.make(self.env_source, **self.config.env_kwargs)
-            else:
-                env = gymnasium.make(self.env_source, **self.config.env_kwargs)
-        else:
-            env = self.env_source()
-        for wrap in self.wrappers:
-            env = wrap(env)
-        return env
+        return make_env(self.env_source, self.config.env_kwargs, self.wrappers)
 
     def _failure_reward(self, env: gymnasium.Env) -> float:
         if self.config.failure_reward is not None:
             return float(self.config.failure_reward)
-        low = (_wrapper_attr(env, "reward_range") or (-np.inf, np.inf))[0]
-        if not np.isfinite(low):
-            raise ConfigError(f"environment {self.env_id!r} has no finite minimum reward "
-                              f"(reward_range[0] = {low}); pass failure_reward= to the rollout config")
-        return float(low)
+        return failure_reward(env, what=f"environment {self.env_id!r}", fix="pass failure_reward= to the rollout config")
 
     def close(self) -> None:
         """Close the pooled envs and threads."""

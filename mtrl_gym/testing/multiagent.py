@@ -68,9 +68,9 @@ API_CYCLES = 30
 
 
 def _module(ref: str) -> Any:
-    from mtrl_gym.registry import MULTIAGENT_SPECS
+    from mtrl_gym.registry import MULTIAGENT_SPECS, normalize_id
 
-    bare = ref.removeprefix("mtrl_gym:")
+    bare = normalize_id(ref)
     if bare in MULTIAGENT_SPECS:
         return importlib.import_module(MULTIAGENT_SPECS[bare][0])
     try:
@@ -87,10 +87,10 @@ def _factories(env_or_id: Any, env_kwargs: Mapping[str, Any]) -> tuple[Callable[
                                                                          Callable[[], Any]]:
     """``(aec, parallel)`` env makers (``aec`` None when there is no AEC version)."""
     if isinstance(env_or_id, str):
-        from mtrl_gym.registry import MULTIAGENT_SPECS
+        from mtrl_gym.registry import MULTIAGENT_SPECS, normalize_id
 
         module = _module(env_or_id)
-        kwargs = {**MULTIAGENT_SPECS.get(env_or_id.removeprefix("mtrl_gym:"), ("", {}))[1], **env_kwargs}
+        kwargs = {**MULTIAGENT_SPECS.get(normalize_id(env_or_id), ("", {}))[1], **env_kwargs}
         aec = getattr(module, "env", None)
         return ((lambda: aec(**kwargs)) if callable(aec) else None), (lambda: module.parallel_env(**kwargs))
     from pettingzoo import AECEnv
