@@ -123,15 +123,19 @@ class EnvProfile:
                               f"demonstrations; use {' or '.join(map(repr, others)) or 'a task file'}")
         return self.tasks(split, n, seed, **options)
 
-    def policy(self, name: str, env: gymnasium.Env, **options: Any) -> TextPolicy:
-        """The reference policy ``name`` for ``env`` (``options`` go to its factory)."""
-        try:
-            factory = self.reference_policies[name]
-        except KeyError:
-            known = ", ".join(map(repr, self.reference_policies)) or "none"
-            raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; "
-                              f"it has: {known}") from None
-        return factory(env, **options)
+    def policy(self, name: str, env: gymnasium.Env, *, fallbacks: Mapping[str, PolicyFactory] | None = None,
+               **options: Any) -> TextPolicy:
+        """The reference policy ``name`` for ``env`` (``options`` go to its factory).
+
+        This is the one lookup of a reference policy by name. ``fallbacks`` are policies any
+        env can be played with (evaluation's generic ``random``); the profile's own win. An
+        unknown name raises :class:`~mtrl_gym.error.ConfigError` listing the known ones.
+        """
+        policies = {**(fallbacks or {}), **self.reference_policies}
+        if name not in policies:
+            known = ", ".join(sorted(policies)) or "none"
+            raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; it has: {known}")
+        return policies[name](env, **options)
 
 
 def _env_class(target: Any) -> Any:
