@@ -153,8 +153,9 @@ def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStor
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
                             seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.assistant_prefix)
     try:
-        with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine, \
-                bar.watch(sampler):
+        bar.start_sampling()
+        with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec),
+                           observers=[bar]) as engine:
             _play_batches(spec, engine, tasks, config, store, done, failure_reward, bar)
     finally:
         if spec.kind == "endpoint":  # its own connection pool; loaded models are the pool's to release
