@@ -41,6 +41,7 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.envs import make_env
 
 __all__ = [
     "EPISODE_OVER",
@@ -48,7 +49,6 @@ __all__ = [
     "EpisodeTask",
     "decode_row",
     "encode_row",
-    "make_env",
     "resolve_episode_tasks",
     "tool_call_text",
 ]
@@ -81,24 +81,6 @@ def decode_row(text: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(text, Mapping):
         return dict(text)
     return dict(json.loads(text))
-
-
-def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None,
-             wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = ()) -> gymnasium.Env:
-    """A new env: a registered mtrl_gym id (unknown ids raise with close matches) or any gymnasium id."""
-    from mtrl_gym import registry
-
-    kwargs = dict(env_kwargs or {})
-    if env_id.removeprefix("mtrl_gym:") in registry.ENV_SPECS:
-        env = registry.make(env_id, **kwargs)
-    elif "/" in env_id and env_id.split("/", 1)[0] == registry.NAMESPACE:
-        registry.spec(env_id)  # raises UnknownEnv with suggestions
-        env = gymnasium.make(env_id, **kwargs)
-    else:
-        env = gymnasium.make(env_id, **kwargs)
-    for wrap in wrappers:
-        env = wrap(env)
-    return env
 
 
 def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None) -> str:
@@ -155,7 +137,7 @@ class EnvEpisode:
     def __init__(self, env: str | Callable[[], gymnasium.Env], *, env_kwargs: Mapping[str, Any] | None = None,
                  wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = ()):
         self.env_id = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
-        bare = make_env(env, env_kwargs) if isinstance(env, str) else env()
+        bare = make_env(env, env_kwargs)
         self._tap = _RewardTap(bare)
         self.env: gymnasium.Env = self._tap
         for wrap in wrappers:

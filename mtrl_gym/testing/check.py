@@ -28,62 +28,33 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
-import sys
-import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "determinism_record", "is_pettingzoo",
-           "seed_list"]
+from mtrl_gym.testing.kit import (
+    CheckReport,
+    CheckResult,
+    Shrinking,
+    Views,
+    corpus_failure,
+    determinism_check,
+    one_line,
+    probe_script,
+    seed_list,
+    step_problem,
+)
+
+__all__ = ["check_text_env", "scripted_episode", "determinism_record", "is_pettingzoo"]
 
 #: Steps a reference policy may take in the determinism check.
 POLICY_STEPS = 60
 
 
-@dataclass
-class CheckResult:
-    """One check: its name, whether it passed, a one-line explanation and the shrunk failing example."""
-
-    name: str
-    ok: bool
-    detail: str = ""
-    example: Any = None
-    """The failing example after shrinking (a text, or a list of actions for a leak); None on a pass."""
-
-    def line(self) -> str:
-        return f"{'PASS' if self.ok else 'FAIL'}  {self.name:<12} {self.detail}"
 
 
-@dataclass
-class CheckReport:
-    """Every check run on one env."""
-
-    env_id: str
-    checks: list[CheckResult] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    def __str__(self) -> str:
-        return "\n".join([f"{self.env_id}:"] + ["  " + c.line() for c in self.checks])
-
-    def raise_on_failure(self) -> None:
-        """Raise ``AssertionError`` with the report when a check failed."""
-        if not self.ok:
-            raise AssertionError(str(self))
 
 
-@dataclass(frozen=True)
-class Shrinking:
-    """The budget of the hypothesis search that shrinks a failing example (``max_examples`` 0: off)."""
-
-    max_examples: int = 100
-    deadline_s: float = 10.0
 
 
 def _make(env_or_id: Any, env_kwargs: dict[str, Any]) -> Any:
@@ -92,8 +63,6 @@ def _make(env_or_id: Any, env_kwargs: dict[str, Any]) -> Any:
     return gymnasium.make(env_or_id, **env_kwargs) if isinstance(env_or_id, str) else env_or_id
 
 
-def _one_line(error: BaseException, width: int = 200) -> str:
-    return f"{type(error).__name__}: {' '.join(str(error).split())[:width]}"
 
 
 def _play_policy(env: Any, env_id: str, name: str, seed: int) -> list[Any]:
@@ -147,21 +116,8 @@ def determinism_record(env_id: str, seeds: Sequence[int], actions: Sequence[str]
     return json.dumps(out, sort_keys=True)
 
 
-def _script(tools: list[Any]) -> list[str]:
-    from mtrl_gym.testing.corpus import adversarial_texts
-
-    small = [c.text for c in adversarial_texts(tools, size=300)]
-    return small[::5][:12]
 
 
-def seed_list(seed: int | Sequence[int]) -> list[int]:
-    """``seed`` as a non-empty list of ints, or :class:`~mtrl_gym.error.ConfigError`."""
-    from mtrl_gym.error import ConfigError
-
-    seeds = [seed] if isinstance(seed, int) else list(seed) if isinstance(seed, (list, tuple, range)) else None
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-        raise ConfigError(f"`seed` must be an int >= 0 or a non-empty list of them, got {seed!r}")
-    return seeds
 
 
 def _policies(env_id: str, policies: Sequence[str] | None) -> list[str]:
@@ -257,60 +213,18 @@ def _check_gymnasium(env_or_id: Any, env_kwargs: dict[str, Any]) -> CheckResult:
             warnings.simplefilter("error")
             check_env(env.unwrapped, skip_render_check=True)
     except Exception as e:
-        return CheckResult("gymnasium", False, f"check_env: {_one_line(e, 300)}")
+        return CheckResult("gymnasium", False, f"check_env: {one_line(e, 300)}")
     return CheckResult("gymnasium", True, "check_env passes, no warnings")
 
 
 # ---------------------------------------------------------------------------------------------- corpus
 
-#: One step's views: ``(who, observation, info, observation space)`` for each seat that observes it.
-Views = list[tuple[str, Any, Any, Any]]
 
 
-def step_problem(step: Callable[[], Views], bound: float | None) -> tuple[tuple[str, str] | None, float]:
-    """``((kind, message) or None, seconds)``: what is wrong with one step (``step()`` runs it) and its time.
-
-    ``kind`` names the broken property (``"raised UnicodeEncodeError"``, ``"json"``,
-    ``"space"``, ``"slow"``): a shrunk example must fail with the same kind.
-    """
-    t0 = time.perf_counter()
-    try:
-        views = step()
-    except Exception as e:
-        return (f"raised {type(e).__name__}", f"raised {_one_line(e)}"), time.perf_counter() - t0
-    took = time.perf_counter() - t0
-    for who, obs, info, space in views:
-        try:
-            json.dumps(info)  # plain JSON, as the env hands it over (writers only add a safety net)
-        except (TypeError, ValueError, RecursionError) as e:
-            return ("json", f"{who}info is not JSON ({_one_line(e, 160)})"), took
-        if not space.contains(obs):
-            return ("space", f"{who}the observation is outside the observation space"), took
-    if bound is not None and took > bound:
-        return ("slow", f"a step took {took * 1e3:.1f} ms, over the {bound * 1e3:g} ms bound"), took
-    return None, took
 
 
-def _same_failure(step_of: Callable[[str], Callable[[], Views]], kind: str,
-                  bound: float | None) -> Callable[[str], bool]:
-    def fails(text: str) -> bool:
-        tries = 2 if kind == "slow" else 1  # timer noise must not make a short text look slow
-        return all((step_problem(step_of(text), bound)[0] or ("", ""))[0] == kind for _ in range(tries))
-    return fails
 
 
-def corpus_failure(name: str, case: str, kind: str, message: str, step_of: Callable[[str], Callable[[], Views]],
-                   bound: float | None, shrinking: Shrinking) -> CheckResult:
-    """The failed ``corpus`` result of one case, with the case shrunk by hypothesis."""
-    from mtrl_gym.testing.shrink import show, shrink_text
-
-    detail = f"{name} ({len(case)} chars) {message}"
-    if shrinking.max_examples <= 0:
-        return CheckResult("corpus", False, detail, example=case)
-    small = shrink_text(_same_failure(step_of, kind, bound), case, max_examples=shrinking.max_examples,
-                        deadline_s=shrinking.deadline_s)
-    return CheckResult("corpus", False, f"{detail}; shrunk by hypothesis to {len(small)} chars: {show(small)}",
-                       example=small)
 
 
 def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking: Shrinking) -> CheckResult:
@@ -340,52 +254,16 @@ def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking
 
 # ---------------------------------------------------------------------------------------------- determinism
 
-def other_interpreter(function: str, payload: dict[str, Any], imports: Sequence[str]) -> tuple[str | None, str]:
-    """``(stdout, where)`` of ``module:function(**payload)`` in a fresh interpreter with another
-    ``PYTHONHASHSEED``; stdout is None when it failed (``where`` then holds its last error line)."""
-    module, name = function.split(":")
-    code = ("import importlib, json, sys; " + "".join(f"import {m}; " for m in imports)
-            + f"from {module} import {name}; sys.stdout.write({name}(**json.loads(sys.stdin.read())))")
-    hashseed = str((int(os.environ.get("PYTHONHASHSEED", "0") or 0) + 12345) % 4294967295)
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload), capture_output=True, text=True,
-                          env={**os.environ, "PYTHONHASHSEED": hashseed}, timeout=600, check=False)
-    if proc.returncode != 0:
-        return None, " ".join(proc.stderr.strip().splitlines()[-1:])[:300]
-    return proc.stdout, f"a fresh interpreter (PYTHONHASHSEED={hashseed})"
 
 
-def compare_records(here: str, there: str | None, where: str, what: str) -> CheckResult:
-    """The ``determinism`` result of two :func:`determinism_record` texts (``what``: which episodes)."""
-    if there is None:
-        return CheckResult("determinism", False, f"the fresh interpreter failed: {where}")
-    a, b = json.loads(here), json.loads(there)
-    for label in a:
-        if a[label] != b.get(label):
-            x, y = a[label], b.get(label) or []
-            step = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
-            return CheckResult("determinism", False, f"{label}: step {step} differs in {where}")
-    steps = sum(len(e) - 1 for e in a.values())
-    return CheckResult("determinism", True, f"{what}: {steps} steps identical in {where}")
 
 
-def determinism_check(record: Callable[..., str], payload: dict[str, Any], processes: bool,
-                      imports: Sequence[str], seeds: Sequence[int], episodes: str) -> CheckResult:
-    """The ``determinism`` result: ``record(**payload)`` here and in a fresh interpreter (or twice here)."""
-    try:
-        here = record(**payload)
-    except Exception as e:
-        return CheckResult("determinism", False, f"the {episodes} raised {_one_line(e)}")
-    if processes:
-        there, where = other_interpreter(f"{record.__module__}:{record.__name__}", payload, imports)
-    else:
-        there, where = record(**payload), "a second run in this process"
-    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
-                                               f"{episodes}")
 
 
 def _check_determinism(env: Any, env_id: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
                        imports: Sequence[str], policies: list[str]) -> CheckResult:
-    payload = {"env_id": env_id, "seeds": seeds, "actions": _script(env.reset(seed=seeds[0])[1].get("tools") or []),
+    payload = {"env_id": env_id, "seeds": seeds,
+               "actions": probe_script(env.reset(seed=seeds[0])[1].get("tools") or []),
                "kwargs": env_kwargs, "policies": policies}
     episodes = "scripted episode" + "".join(f" and policy {p!r}" for p in policies)
     return determinism_check(determinism_record, payload, processes, imports, seeds, episodes)

@@ -40,15 +40,15 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError
 from mtrl_gym.parsing import format_tool_call
-from mtrl_gym.testing.check import (
+from mtrl_gym.testing.kit import (
     CheckReport,
     CheckResult,
     Shrinking,
     Views,
-    _one_line,
-    _script,
     corpus_failure,
     determinism_check,
+    one_line,
+    probe_script,
     seed_list,
     step_problem,
 )
@@ -68,9 +68,9 @@ API_CYCLES = 30
 
 
 def _module(ref: str) -> Any:
-    from mtrl_gym.registry import MULTIAGENT_SPECS
+    from mtrl_gym.registry import MULTIAGENT_SPECS, normalize_id
 
-    bare = ref.removeprefix("mtrl_gym:")
+    bare = normalize_id(ref)
     if bare in MULTIAGENT_SPECS:
         return importlib.import_module(MULTIAGENT_SPECS[bare][0])
     try:
@@ -87,10 +87,10 @@ def _factories(env_or_id: Any, env_kwargs: Mapping[str, Any]) -> tuple[Callable[
                                                                          Callable[[], Any]]:
     """``(aec, parallel)`` env makers (``aec`` None when there is no AEC version)."""
     if isinstance(env_or_id, str):
-        from mtrl_gym.registry import MULTIAGENT_SPECS
+        from mtrl_gym.registry import MULTIAGENT_SPECS, normalize_id
 
         module = _module(env_or_id)
-        kwargs = {**MULTIAGENT_SPECS.get(env_or_id.removeprefix("mtrl_gym:"), ("", {}))[1], **env_kwargs}
+        kwargs = {**MULTIAGENT_SPECS.get(normalize_id(env_or_id), ("", {}))[1], **env_kwargs}
         aec = getattr(module, "env", None)
         return ((lambda: aec(**kwargs)) if callable(aec) else None), (lambda: module.parallel_env(**kwargs))
     from pettingzoo import AECEnv
@@ -150,7 +150,7 @@ def _check_pettingzoo(aec: Callable[[], Any] | None, parallel: Callable[[], Any]
                 warnings.simplefilter("always")
                 run()  # PettingZoo's checkers print their progress
         except Exception as e:
-            return CheckResult("pettingzoo", False, f"{label}: {_one_line(e, 300)}")
+            return CheckResult("pettingzoo", False, f"{label}: {one_line(e, 300)}")
         bad = [str(w.message) for w in caught if not any(re.search(a, str(w.message)) for a in TEXT_ENV_ADVICE)]
         if bad:
             return CheckResult("pettingzoo", False, f"{label} warned: {' '.join(bad[0].split())[:300]}")
@@ -226,7 +226,7 @@ def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking
 
 
 def _seat_scripts(infos: Mapping[str, Any]) -> dict[str, list[str]]:
-    return {s: _script(info.get("tools") or []) for s, info in infos.items()}
+    return {s: probe_script(info.get("tools") or []) for s, info in infos.items()}
 
 
 def _play(env: Any, seed: int, script: Mapping[str, Sequence[str]],
@@ -325,7 +325,7 @@ def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
     try:
         leak = first_leak(script)
     except Exception as e:
-        return CheckResult("leak", False, f"could not be checked: the scripted game raised {_one_line(e)}")
+        return CheckResult("leak", False, f"could not be checked: the scripted game raised {one_line(e)}")
     cases = 0
     if leak is None:  # then one corpus message from each seat (injections ask for the secret)
         for case_script, leak in _case_scripts(env, seed, infos, first_leak):

@@ -9,7 +9,7 @@ import pytest
 from mtrl_gym.datasets import encode_task, read_tasks, write_tasks
 from mtrl_gym.error import DatasetError, UnknownEnv
 from mtrl_gym.evaluation.tasks import resolve_tasks
-from mtrl_gym.registry import task_validator
+from mtrl_gym.envs.profile import task_validator
 from mtrl_gym.trainers.grpo.data import load_task_splits
 
 ROW = {"prompt": "Guess the 5-letter word", "answer": "crane", "id": "t0"}

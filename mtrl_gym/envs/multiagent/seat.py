@@ -21,6 +21,7 @@ from gymnasium import spaces
 
 from mtrl_gym.envs.spaces import TextSpace
 from mtrl_gym.error import ConfigError
+from mtrl_gym.registry import normalize_id
 
 __all__ = ["DEFAULT_OPPONENTS", "MATCH_OPPONENTS", "SeatEnv"]
 
@@ -63,7 +64,7 @@ class SeatEnv(gymnasium.Env[str, str]):
         if unknown:
             raise ConfigError(f"`opponents` names {unknown}, which are not other seats of {env_id} "
                               f"(the learner plays {self.seat!r}; seats: {seats})")
-        default = DEFAULT_OPPONENTS.get(env_id.removeprefix("mtrl_gym:"))
+        default = DEFAULT_OPPONENTS.get(normalize_id(env_id))
         self.opponents: dict[str, Any] = {}
         for s in seats:
             if s == self.seat:

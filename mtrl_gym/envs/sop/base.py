@@ -31,47 +31,26 @@ import numpy as np
 from mtrl_gym.envs.sandbox.env import ToolSandboxEnv
 from mtrl_gym.envs.sandbox.final import FinalAnswer
 from mtrl_gym.envs.sandbox.grading import Grade
-from mtrl_gym.envs.sandbox.tools import ToolError, ToolSet
+from mtrl_gym.envs.sandbox.tools import ToolSet
 from mtrl_gym.envs.sop.document import FrontMatter, read_document, sop_path
 from mtrl_gym.envs.sop.grading import Field, GradeResult, check_expected, grade
 from mtrl_gym.envs.sop.manual import complete_manual
 from mtrl_gym.envs.sop.parts import package_parts
-from mtrl_gym.error import ConfigError, Error, InvalidTask
-from mtrl_gym.parsing import format_tool_call
+from mtrl_gym.envs.sop.task_text import render_task
+from mtrl_gym.envs.sop.tasks import SPLITS
+from mtrl_gym.error import ConfigError, InvalidTask
 
-__all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "SPLITS", "NOISE_LEVELS", "OracleError", "render_task", "parse_task_inputs",
-           "play_oracle", "canonical"]
+__all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "NOISE_LEVELS", "canonical"]
 
-#: World-seed ranges ``[low, high)`` of the dataset splits: train and validation never share a world.
-SPLITS: dict[str, tuple[int, int]] = {"train": (0, 2**30), "val": (2**30, 2**31)}
 #: Allowed values of the ``noise`` difficulty knob: 0 clean records, 1 some noise, 2 heavy noise.
 NOISE_LEVELS = (0, 1, 2)
-_INPUTS_HEADER = "Task inputs:"
-_INPUTS_RE = re.compile(r"Task inputs:\s*```json\s*\n(.*?)\n```", re.DOTALL)
 _NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")
 _WORLD_CACHE = 64
-
-
-class OracleError(Error, RuntimeError):
-    """The scripted oracle could not follow its procedure through the env (a bug in the domain)."""
 
 
 def canonical(value: Any) -> str:
     """Canonical JSON text of a value (sorted keys): how expected answers and worlds are compared."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def render_task(request: str, inputs: Mapping[str, Any]) -> str:
-    """The first observation: the request, then the inputs as a JSON block (:func:`parse_task_inputs`)."""
-    return f"{request.strip()}\n\n{_INPUTS_HEADER}\n```json\n{json.dumps(dict(inputs), indent=2, ensure_ascii=False)}\n```"
-
-
-def parse_task_inputs(text: str) -> dict[str, Any]:
-    """The task inputs from a first observation made by :func:`render_task`."""
-    m = _INPUTS_RE.search(text)
-    if m is None:
-        raise ValueError("no 'Task inputs:' JSON block in the text")
-    return json.loads(m.group(1))
 
 
 @dataclass(frozen=True)
@@ -578,51 +557,3 @@ class SOPEnv(ToolSandboxEnv):
             errors.setdefault(name, why)
         score = sum(fields.values()) / (len(fields) + len(result.extra_keys))
         return GradeResult(False, score, fields, errors, result.extra_keys)
-
-
-def play_oracle(env: Any, *, seed: int | None = None, options: Mapping[str, Any] | None = None,
-                transcript: list[tuple[str, str]] | None = None) -> tuple[float, dict[str, Any], int]:
-    """Play one episode with the domain's oracle through ``env``'s real text interface.
-
-    The oracle reads the task inputs from the first observation, every ``call`` is a
-    ``<tool_call>`` message stepped through the env (its result decoded from the
-    observation's tool result), and the answer is submitted with the ``submit`` tool.
-    Returns ``(reward, final info, steps)``; ``transcript``, if given, receives the
-    ``(action, observation)`` pairs, the reset observation first (action ``""``). Raises
-    :class:`OracleError` when a call is rejected or the episode ends early.
-    """
-    sop_env = env.unwrapped
-    if not isinstance(sop_env, SOPEnv):
-        raise ConfigError(f"play_oracle needs an SOP env, got {type(sop_env).__name__}")
-    obs, _ = env.reset(seed=seed, options=dict(options) if options is not None else None)
-    inputs = parse_task_inputs(obs)
-    steps = 0
-    log = transcript if transcript is not None else []
-    log.append(("", obs))
-
-    def call(name: str, arguments: dict[str, Any]) -> Any:
-        nonlocal steps
-        text = format_tool_call(name, arguments)
-        obs, _, terminated, truncated, info = env.step(text)
-        log.append((text, obs))
-        steps += 1
-        outcome, content = info["tool_outcomes"][0], info["tool_results"][0]["content"]
-        if terminated or truncated:
-            raise OracleError(f"the episode ended at the oracle's call {name}({arguments}): {outcome['status']}")
-        if outcome["status"] == "tool_error":
-            raise ToolError(content.removeprefix("Error: "))
-        if outcome["status"] != "ok":
-            raise OracleError(f"the oracle's call {name}({arguments}) failed ({outcome['status']}): {content}")
-        try:
-            return json.loads(content)
-        except ValueError:
-            return content
-
-    answer = sop_env.domain.oracle(inputs, call)
-    submit = sop_env.final_answer.tool or "submit"
-    text = format_tool_call(submit, {"answer": answer})
-    obs, reward, terminated, truncated, info = env.step(text)
-    log.append((text, obs))
-    if not terminated:
-        raise OracleError(f"the oracle's final answer was not accepted: {info['tool_results'][0]['content']}")
-    return float(reward), info, steps + 1

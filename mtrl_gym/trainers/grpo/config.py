@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.trainers.grpo.config_io import (_yaml, coerce, parse_override, preset_names, preset_path,
+from mtrl_gym.trainers.grpo.config_io import (yaml_module, coerce, parse_override, preset_names, preset_path,
                                               read_config_file)
 
 __all__ = ["GRPOConfig", "field_docs", "preset_names", "preset_path", "read_config_file",
@@ -534,7 +534,7 @@ class GRPOConfig:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = self.to_dict()
         if path.suffix.lower() in (".yaml", ".yml"):
-            yaml = _yaml()
+            yaml = yaml_module()
             text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
         else:
             text = json.dumps(data, indent=2)
@@ -605,6 +605,7 @@ def unfinished_reward_value(text: Any) -> float | str:
 def _check_maths_names(cfg: GRPOConfig) -> None:
     """Check loss, aggregation, estimator names and their options against the maths modules."""
     from mtrl_gym.trainers.grpo import advantages, losses
+    from mtrl_gym.trainers.grpo.selection import check_options
 
     losses.get_aggregation(cfg.aggregation)
     reserved = ("aggregation", "max_tokens", "denominator", "ref_logp", "kl_coef", "is_weights")
@@ -612,10 +613,10 @@ def _check_maths_names(cfg: GRPOConfig) -> None:
     if bad:
         raise ConfigError(f"`loss_kwargs` may not set {bad}: use the config fields "
                           "`aggregation`, `kl_coef` and `tis_cap` instead")
-    advantages._check_options(losses.get_loss(cfg.loss), cfg.loss_kwargs, f"loss {cfg.loss!r}", reserved=reserved)
+    check_options(losses.get_loss(cfg.loss), cfg.loss_kwargs, f"loss {cfg.loss!r}", reserved=reserved)
     estimator = advantages.get_advantage_estimator(cfg.advantage)
-    advantages._check_options(estimator, cfg.advantage_kwargs, f"advantage estimator {cfg.advantage!r}",
-                              reserved=("turn_mask",))
+    check_options(estimator, cfg.advantage_kwargs, f"advantage estimator {cfg.advantage!r}",
+                  reserved=("turn_mask",))
 
 
 def _unknown_keys_message(unknown: Sequence[str], names: Sequence[str]) -> str:

@@ -19,7 +19,8 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["coerce", "read_config_file", "preset_names", "preset_path", "parse_override", "PRESET_DIR"]
+__all__ = ["coerce", "read_config_file", "preset_names", "preset_path", "parse_override", "yaml_module",
+           "PRESET_DIR"]
 
 #: Folder of the bundled presets (``<name>.yaml``).
 PRESET_DIR = Path(__file__).with_name("presets")
@@ -77,7 +78,7 @@ def _parse_structured(name: str, text: str) -> Any:
         why = "nested too deeply"
     if len(text) <= 10_000:
         try:
-            return _yaml().safe_load(text)
+            return yaml_module().safe_load(text)
         except Exception:  # noqa: BLE001 - any parse failure is the user's value
             pass
     shown = text if len(text) <= 80 else text[:77] + "..."
@@ -132,7 +133,8 @@ def _to_float(name: str, value: Any) -> float:
 
 # ---------------------------------------------------------------------- files, presets, overrides
 
-def _yaml():
+def yaml_module():
+    """The ``yaml`` module, or :class:`~mtrl_gym.error.DependencyNotInstalled` naming the ``train`` extra."""
     try:
         import yaml
     except ImportError:
@@ -168,7 +170,7 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         raise ConfigError(f"cannot read config {str(path)!r} ({e.strerror}); give a YAML/TOML file "
                           f"or a preset name ({names})") from None
     suffix = path.suffix.lower()
-    parse = _toml().loads if suffix == ".toml" else json.loads if suffix == ".json" else _yaml().safe_load
+    parse = _toml().loads if suffix == ".toml" else json.loads if suffix == ".json" else yaml_module().safe_load
     try:
         data = parse(text)
     except Exception as e:  # noqa: BLE001 - yaml, toml and json errors differ

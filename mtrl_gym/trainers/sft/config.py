@@ -181,11 +181,11 @@ class SFTConfig:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the config as YAML (``.yaml``/``.yml``) or JSON."""
-        from mtrl_gym.trainers.grpo.config_io import _yaml
+        from mtrl_gym.trainers.grpo.config_io import yaml_module
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         data = self.to_dict()
-        text = _yaml().safe_dump(data, sort_keys=False) if path.suffix in (".yaml", ".yml") else json.dumps(data, indent=2)
+        text = yaml_module().safe_dump(data, sort_keys=False) if path.suffix in (".yaml", ".yml") else json.dumps(data, indent=2)
         path.write_text(text, encoding="utf-8")
         return path
