@@ -45,7 +45,7 @@ import keyword
 import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import gymnasium
 
@@ -55,7 +55,9 @@ from mtrl_gym.adapters.episode import (
     decode_row,
     encode_row,
     resolve_episode_tasks,
+    tool_call_text,
 )
+from mtrl_gym.adapters.schema import annotation, schema_note
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 
 __all__ = [
@@ -75,8 +77,6 @@ TASK_COLUMN = "mtrl_task"
 #: Dataset column with the reset seed.
 SEED_COLUMN = "mtrl_seed"
 _RESERVED = frozenset({"reset", "get_reward"})
-_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
-                               "array": list, "object": dict, "null": type(None)}
 
 
 def _require_datasets():
@@ -90,27 +90,23 @@ def _require_datasets():
 # ---------------------------------------------------------------------- tool methods
 
 
-def _python_type(schema: Mapping[str, Any]) -> Any:
-    """The Python annotation of a JSON-schema property (``Any`` when it names no type)."""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and all(isinstance(v, (str, int, float, bool)) for v in enum):
-        return Literal[tuple(enum)]
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
-    types = [_JSON_TYPES[k] for k in kinds if k in _JSON_TYPES]
-    if not types:
-        return Any
-    if len(types) == 1:
-        return types[0]
-    return typing.Union[tuple(types)]  # noqa: UP007 - built at run time from a list
-
-
 def _one_line(text: Any) -> str:
     return " ".join(str(text or "").split())
 
 
+def _call_syntax(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """``name(arg, ..., key=value, ...)`` with Python literals: the call syntax every env parses."""
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
 def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
-    """A method ``name(self, **arguments) -> str`` that plays one call of ``tool``."""
+    """A method ``name(self, **arguments) -> str`` that plays one call of ``tool``.
+
+    The signature follows the tool's JSON schema (``list[str]``, ``Literal[...]``, defaults;
+    see :mod:`mtrl_gym.adapters.schema`); what a type hint cannot say (a nested object's
+    properties, a default, bounds) is written into the argument's ``Args:`` line as JSON.
+    """
     fn = tool.get("function", tool)
     name = str(fn.get("name", ""))
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
@@ -120,38 +116,47 @@ def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
         raise ConfigError(f"tool name {name!r} clashes with TRL's environment method of the same name; "
                           "rename the tool in the env")
     params = fn.get("parameters") or {}
-    props: dict[str, Any] = dict(params.get("properties") or {})
-    required = [p for p in params.get("required") or [] if p in props]
+    props = params.get("properties") if isinstance(params, Mapping) else None
+    props = {str(k): v if isinstance(v, Mapping) else {} for k, v in props.items()} if isinstance(props, Mapping) else {}
+    listed = params.get("required") if isinstance(params, Mapping) else None
+    required = [p for p in listed if p in props] if isinstance(listed, list) else []
     optional = [p for p in props if p not in required]
+    order = [*required, *optional]
     for arg in props:
         if not arg.isidentifier() or keyword.iskeyword(arg) or arg == "self":
             raise ConfigError(f"argument {arg!r} of tool {name!r} is not a Python identifier; rename it in the env")
 
     def method(self, *args: Any, **kwargs: Any) -> str:
-        # The declared signature is for the schema only: a call with wrong arguments still
+        # The declared signature is for the schema only: the env gets exactly the arguments
+        # given (defaults are the env's business), and a call with wrong arguments still
         # reaches the env, which answers with its usual observation and format flag.
-        for arg, value in zip([*required, *optional], args):
-            kwargs.setdefault(arg, value)
-        arguments = {k: v for k, v in kwargs.items() if not (k in optional and v is None)}
+        if args and (len(args) > len(order) or any(arg in kwargs for arg in order[:len(args)])):
+            # too many positional arguments, or one given twice: the env's parser says which
+            return self._play(_call_syntax(name, args, kwargs))
+        arguments = dict(zip(order, args))
+        arguments.update(kwargs)
         return self._call(name, arguments)
 
     annotations: dict[str, Any] = {}
     parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    for arg in required:
-        annotations[arg] = _python_type(props[arg])
-        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                            annotation=annotations[arg]))
-    for arg in optional:
-        hint = _python_type(props[arg])
-        annotations[arg] = hint if hint is Any else typing.Optional[hint]  # noqa: UP045
-        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                            annotation=annotations[arg]))
+    for arg in order:
+        hint = annotation(props[arg])
+        default = inspect.Parameter.empty
+        if arg in optional:
+            default = props[arg].get("default")
+            if default is None and hint is not Any:
+                hint = typing.Optional[hint]  # noqa: UP045 - built at run time
+        annotations[arg] = hint
+        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                            annotation=hint))
     annotations["return"] = str
     lines = [_one_line(fn.get("description")) or f"Call the {name} tool.", ""]
     if props:
         lines.append("Args:")
-        lines += [f"    {arg}: {_one_line(props[arg].get('description')) or f'The {arg} argument.'}"
-                  for arg in [*required, *optional]]
+        for arg in order:
+            text = _one_line(props[arg].get("description")) or f"The {arg} argument."
+            note = schema_note(props[arg])
+            lines.append(f"    {arg}: {text} ({note})" if note else f"    {arg}: {text}")
         lines.append("")
     lines += ["Returns:", "    The environment's reply."]
     method.__name__ = method.__qualname__ = name
@@ -201,9 +206,12 @@ class MtrlToolEnvironment:
         return self._episode.outcome()
 
     def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        return self._play(tool_call_text(name, arguments))
+
+    def _play(self, text: str) -> str:
         if not self._episode.started:
             self._episode.reset(EpisodeTask(seed=0))
-        return self._episode.call(name, arguments)
+        return self._episode.step(text)
 
     @property
     def episode(self) -> EnvEpisode:

@@ -57,6 +57,67 @@ def test_every_registered_env_gets_tool_methods():
             assert schema["function"]["name"] == name
 
 
+def _rendered(schema: dict) -> dict:
+    """A property schema as transformers renders it (``nullable`` for a ``null`` type, no description)."""
+    out = {k: v for k, v in schema.items() if k not in ("description", "title", "default")}
+    kinds = out.get("type")
+    if isinstance(kinds, list) and "null" in kinds and len(kinds) == 2:
+        out["type"], out["nullable"] = next(k for k in kinds if k != "null"), True
+    if isinstance(out.get("items"), dict):
+        out["items"] = _rendered(out["items"])
+    if out.get("type") == "object":  # nested properties ride in the description (JSON), see below
+        out = {"type": "object"}
+    return out
+
+
+def test_tool_signatures_keep_every_schema():
+    """Typed lists, enums, nullable types, defaults and nested objects of every env's tools reach
+    TRL's schema: as type hints where transformers can render them, else as JSON in the description."""
+    from transformers.utils import get_json_schema
+
+    from mtrl_gym.adapters.episode import EnvEpisode
+    from mtrl_gym.registry import list_envs
+
+    checked = 0
+    for env_id in list_envs():
+        episode = EnvEpisode(env_id)
+        episode.reset()
+        env = environment_factory(env_id)()
+        for tool in episode.tools:
+            fn = tool.get("function", tool)
+            params = fn.get("parameters") or {}
+            got = get_json_schema(getattr(env, fn["name"]))["function"]["parameters"]
+            assert got.get("required", []) == [p for p in params.get("required", [])], (env_id, fn["name"])
+            for arg, want in (params.get("properties") or {}).items():
+                rendered = got["properties"][arg]
+                assert {k: v for k, v in rendered.items() if k != "description"} == _rendered(want), (env_id, arg)
+                if "default" in want or "properties" in want:  # what a type hint cannot say: JSON
+                    extra = {k: v for k, v in want.items() if k not in ("description", "title")}
+                    assert json.dumps(extra, separators=(", ", ": ")) in rendered["description"], (env_id, arg)
+                    checked += 1
+        episode.close()
+    assert checked >= 8  # defaults ("" and null) and the nested objects
+    orders = environment_factory("mtrl/Sandbox-Orders-v0")()
+    answer = get_json_schema(orders.submit)["function"]["parameters"]["properties"]["answer"]
+    assert answer["type"] == "object" and '"enum": ["refunded", "cancelled", "denied"]' in answer["description"]
+    packages = environment_factory("mtrl/SOP-PackageInspection-v0")()
+    schema = get_json_schema(packages.record_inspection)["function"]["parameters"]["properties"]
+    assert schema["rejected_packages"]["items"] == {"type": "string"} and "enum" in schema["disposition"]
+    note = inspect.signature(environment_factory("mtrl/SOP-KYBReview-v0").open_case).parameters["note"]
+    assert note.default == "" and note.annotation is str
+
+
+def test_extra_positional_arguments_are_an_observation():
+    env = environment_factory("mtrl/Wordle-v0")()
+    env.reset(**_row())
+    out = env.guess_word("crane", "x")
+    assert out.startswith("Invalid call to guess_word: too many positional arguments (the tool takes 1).")
+    assert env.episode.infos[-1]["format_error"] is True and env.episode.infos[-1]["guesses_used"] == 0
+    out = env.guess_word("crane", guess="slate")
+    assert "given twice" in out and env.episode.infos[-1]["guesses_used"] == 0
+    assert env.guess_word("crane").startswith("Guess 1/6: CRANE")  # one positional argument is the guess
+
+
 def test_sop_tool_arguments_reach_the_env():
     env = environment_factory("mtrl/SOP-DangerousGoods-v0")()
     obs = env.reset(**{SEED_COLUMN: 3, TASK_COLUMN: ""})
