@@ -166,6 +166,54 @@ def test_env_reward_needs_rollout_func_column():
     assert env_reward(["a", "b"], env_reward=[1, -0.5]) == [1.0, -0.5]
 
 
+def test_rollout_func_generates_once_per_turn_for_the_whole_batch(tool_tokenizer):
+    """Two tasks x two copies: one generation call per turn for all four episodes (not one
+    per turn per group), each copy reset with its prompt's seed and task."""
+    from conftest import ScriptedGeneration
+
+    data = rollout_dataset("mtrl/Wordle-v0", tasks=[WORDLE_TASK, {"answer": "crane", "id": "c"}], seed=3)
+    prompts = [data[0]["prompt"]] * 2 + [data[1]["prompt"]] * 2
+    generation = ScriptedGeneration(tool_tokenizer, ['guess_word("slate")'], max_completion_length=12)
+    rollout = RolloutFunc("mtrl/Wordle-v0", max_turns=3)
+    out = rollout(prompts, generation)
+    assert generation.calls == 3 == rollout.generate_calls  # 3 turns, all episodes at once
+    trajs = rollout.last_trajectories
+    assert [t.task_id for t in trajs] == ["cross-0", "cross-0", "c", "c"] and [t.seed for t in trajs] == [3, 3, 4, 4]
+    assert all(t.num_turns == 3 for t in trajs) and out["logprobs"][0][0] == -0.5
+
+
+def test_rollout_func_keeps_processes_in_step(tmp_path):
+    """Two real processes (gloo) whose generation is a collective, as in vLLM server mode: rank 1
+    finishes after one turn, rank 0 plays three; rank 1 keeps joining rank 0's calls (padded to
+    equal prompt counts) instead of leaving it blocked in the gather."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import free_port
+
+    script = Path(__file__).with_name("trl_two_processes.py")
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(script)], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the two processes deadlocked in generation") from None
+    finally:
+        for p in procs:
+            p.kill()
+    results = {}
+    for p, (stdout, stderr) in zip(procs, outs):
+        assert p.returncode == 0, stderr[-3000:]
+        line = json.loads(stdout.strip().splitlines()[-1])
+        results[line["rank"]] = line
+    assert results[0] == {"rank": 0, "calls": 3, "rows": 2, "turns": [3, 3]}
+    assert results[1] == {"rank": 1, "calls": 3, "rows": 1, "turns": [1]}
+
+
 def _grpo_config(tmp_path, **extra):
     from trl import GRPOConfig
 
