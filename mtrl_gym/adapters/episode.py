@@ -33,6 +33,7 @@ Guess 1/6: PASTE
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -128,10 +129,10 @@ def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None, call_id
     return f"<tool_call>{payload[:-1]}{tail}}}</tool_call>"
 
 
-def resolve_episode_tasks(env_id: str, *, tasks: Sequence[Mapping[str, Any] | None] | None = None,
+def resolve_episode_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[str, Any] | None] | None = None,
                           split: str | None = None, limit: int | None = None,
                           seed: int = 0) -> list[EpisodeTask]:
-    """Episode tasks from a task list or a named split (``train``, ``val``, ``seeds:N``, ...).
+    """Episode tasks from a task file or list, or a named split (``train``, ``val``, ``seeds:N``, ...).
 
     Task ``i`` resets with ``seed + i``. With neither ``tasks`` nor ``split``, ``seeds:N``
     with ``N = limit`` (default 100) is used: tasks drawn from the reset seeds.

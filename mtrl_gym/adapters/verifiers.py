@@ -1,4 +1,4 @@
-"""mtrl_gym envs as verifiers tasksets and envs (``verifiers==0.4.0``, the ``verifiers.v1`` stack).
+"""mtrl_gym envs as verifiers tasksets and envs (``verifiers>=0.4,<0.5``, the ``verifiers.v1`` stack).
 
 Any registered env becomes a verifiers taskset plus env, loadable by verifiers' own
 loader under the id ``mtrl-gym-verifiers`` (the top-level shim package
@@ -11,7 +11,8 @@ path would not resolve, and ``mtrl-gym`` would name this library itself)::
 * **Tasks** (:class:`MtrlTaskset`): one per task of the env's split, task file or
   seeds (``env_id``, ``split`` / ``tasks_file``, ``limit``, ``seed``; task ``i`` resets
   with ``seed + i``, the same rule as :func:`mtrl_gym.adapters.episode.resolve_episode_tasks`).
-  A task file's rows are task rows (``{"answer": "paste", "id": "t0"}``), not prompts.
+  A task file is mtrl_gym's task-file format (:mod:`mtrl_gym.datasets`): one row per
+  task, ``{"prompt": "<the task row as JSON>"}``, as ``write_tasks`` writes it.
   The prompt is the env's first observation and the system prompt the env's. The task
   row (which may hold the secret) rides in ``TaskData.info`` for the env; it is never in
   the prompt.
@@ -87,7 +88,8 @@ class MtrlTasksetConfig(vf.TasksetConfig):
     split: str | None = None
     """A named split (``train``, ``val``, ``seeds:N``); with no ``tasks_file`` either, ``seeds:N`` with N = ``limit``."""
     tasks_file: str | None = None
-    """A task file (JSONL, JSON, CSV, Parquet) instead of a split."""
+    """A task file (JSONL, JSON, CSV, Parquet) instead of a split: one ``{"prompt": "<task row as
+    JSON>"}`` row per task (:func:`mtrl_gym.datasets.write_tasks`)."""
     limit: int | None = None
     """Keep the first ``limit`` tasks (default for seeds: 100)."""
     seed: int = 0
@@ -120,12 +122,18 @@ def reply_action(message: Any) -> str:
 
 
 class _Play:
-    """One rollout's episode, shared by the env's loop, the tool gate and the stop hook."""
+    """One rollout's episode, shared by the env's loop, the tool gate and the stop hook.
+
+    The gate plays each assistant message with tool calls once, keyed by its place in the
+    conversation (servers may reuse call ids such as ``call_0`` on every turn); the env's
+    loop then walks the segment's messages in the same order and plays only the rest.
+    """
 
     def __init__(self, episode: EnvEpisode, max_turns: int | None):
         self.episode, self.max_turns = episode, max_turns
-        self.played: set[str] = set()  # ids of the tool calls the env has seen
-        self.answers: dict[tuple[str, ...], dict[str, str]] = {}
+        self.answers: dict[tuple[int, tuple[str, ...]], dict[str, str]] = {}
+        self.gated: list[Any] = []  # the messages the gate answered, in conversation order
+        self.cursor = 0
         self.lock = asyncio.Lock()
 
     @property
@@ -137,24 +145,28 @@ class _Play:
         return self.episode.done or self.capped
 
     def covers(self, message: Any) -> bool:
-        calls = getattr(message, "tool_calls", None) or ()
-        return bool(calls) and all(c.id in self.played for c in calls)
+        """Whether the gate already answered ``message`` (the next one it answered, in order)."""
+        if getattr(message, "tool_calls", None) and self.cursor < len(self.gated) \
+                and self.gated[self.cursor] == message:
+            self.cursor += 1
+            return True
+        return False
 
     async def play(self, message: Any) -> str:
         """One ``env.step`` with the whole assistant message."""
-        self.played.update(c.id for c in getattr(message, "tool_calls", None) or ())
         return await asyncio.to_thread(self.episode.step, reply_action(message))
 
-    async def tool_results(self, message: Any) -> dict[str, str]:
-        """The env's reply to each call of ``message`` (the message is played once)."""
+    async def tool_results(self, position: int, message: Any) -> dict[str, str]:
+        """The env's reply to each call of ``message`` (at ``position`` of the conversation; played once)."""
         calls = list(message.tool_calls or ())
-        key = tuple(c.id for c in calls)
+        key = (position, tuple(c.id for c in calls))
         async with self.lock:
             if key not in self.answers:
+                self.gated.append(message)
                 if self.over:
                     note = EPISODE_OVER if self.episode.done else (
                         f"The turn limit ({self.max_turns}) is reached; no further actions are played.")
-                    self.answers[key] = dict.fromkeys(key, note)
+                    self.answers[key] = dict.fromkeys(key[1], note)
                 else:
                     obs = await self.play(message)
                     results = {str(r.get("tool_call_id")): str(r.get("content") or "")
@@ -186,14 +198,11 @@ class MtrlTask(vf.Task[MtrlData, vf.State, vf.TaskConfig]):
         if play is None or not messages or not isinstance(messages[-1], vf.ToolMessage):
             return None
         probe = messages[-1]
-        for message in reversed(messages[:-1]):
-            if isinstance(message, vf.AssistantMessage):
-                break
-        else:
+        position = next((i for i in range(len(messages) - 2, -1, -1)
+                         if isinstance(messages[i], vf.AssistantMessage)), None)
+        if position is None or not any(c.id == probe.tool_call_id for c in messages[position].tool_calls or ()):
             return None
-        if not any(c.id == probe.tool_call_id for c in message.tool_calls or ()):
-            return None
-        content = (await play.tool_results(message))[probe.tool_call_id]
+        content = (await play.tool_results(position, messages[position]))[probe.tool_call_id]
         return request.model_copy(update={"messages": [*messages[:-1], probe.model_copy(update={"content": content})]})
 
     @vf.stop
@@ -211,14 +220,10 @@ def _system_prompt(episode: EnvEpisode, tools_in_prompt: bool) -> str:
 
 
 def _tasks(cfg: MtrlTasksetConfig, limit: int | None) -> list[EpisodeTask]:
-    tasks = None
-    if cfg.tasks_file is not None:
-        if cfg.split is not None:
-            raise ConfigError("give one of `split` and `tasks_file`, not both")
-        from mtrl_gym.datasets import read_tasks
-
-        tasks = read_tasks(cfg.tasks_file, required=())
-    return resolve_episode_tasks(cfg.env_id, tasks=tasks, split=cfg.split, limit=limit, seed=cfg.seed)
+    if cfg.tasks_file is not None and cfg.split is not None:
+        raise ConfigError("give one of `split` and `tasks_file`, not both")
+    # a task file is read (and each row checked by the env's validator) by resolve_tasks
+    return resolve_episode_tasks(cfg.env_id, tasks=cfg.tasks_file, split=cfg.split, limit=limit, seed=cfg.seed)
 
 
 class MtrlTaskset(vf.Taskset[MtrlTask, MtrlTasksetConfig]):

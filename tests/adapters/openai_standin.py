@@ -8,8 +8,9 @@ last entry repeats). Every request body is appended to ``SCRIPT.json.requests.js
 A script entry is the reply text, or an object answered the way tool-calling servers answer:
 
 * ``{"tool_calls": [{"name": ..., "arguments": {...}}, ...], "content": "..."}``: native
-  ``tool_calls`` (ids ``call_<turn>_<k>``, arguments as a JSON string, streamed in two
-  pieces), ``finish_reason: "tool_calls"``;
+  ``tool_calls`` (ids ``call_<turn>_<k>`` unless a call gives its ``id``: some servers
+  reuse ``call_0`` every turn; arguments as a JSON string, streamed in two pieces),
+  ``finish_reason: "tool_calls"``;
 * ``{"content": "...", "finish_reason": "length"}``: a reply cut off by ``max_tokens`` (a
   tool call the server could not parse stays in ``content``, with no ``tool_calls``).
 """
@@ -26,7 +27,7 @@ def _reply(entry, turn: int) -> tuple[str | None, list[dict], str]:
     """``(content, tool_calls, finish_reason)`` of one script entry."""
     if isinstance(entry, str):
         return entry, [], "stop"
-    calls = [{"id": f"call_{turn}_{k}", "type": "function",
+    calls = [{"id": c.get("id") or f"call_{turn}_{k}", "type": "function",
               "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
              for k, c in enumerate(entry.get("tool_calls") or [])]
     finish = entry.get("finish_reason") or ("tool_calls" if calls else "stop")

@@ -119,8 +119,9 @@ def test_vf_eval_plays_native_tool_calls(tmp_path, chatml_tokenizer):
 
 
 def test_vf_eval_turn_cap_ends_a_run_of_tool_calls(tmp_path):
-    """A model that never stops calling a tool is stopped by `max-turns` inside the harness's loop."""
-    looping = [{"tool_calls": [{"name": "guess_word", "arguments": {"guess": "zzzzz"}}]}]
+    """A model that never stops calling a tool is stopped by `max-turns` inside the harness's loop
+    (its server reuses the call id `call_0` every turn: each turn is still played)."""
+    looping = [{"tool_calls": [{"name": "guess_word", "arguments": {"guess": "zzzzz"}, "id": "call_0"}]}]
     traces = run_vf_eval(tmp_path, looping, "--env.taskset.env-id", "mtrl/Wordle-v0", "--env.taskset.limit", "1",
                          "--env.taskset.max-turns", "3", timeout=180)
     trace = traces[0]
