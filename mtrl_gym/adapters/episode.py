@@ -33,6 +33,7 @@ Guess 1/6: PASTE
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -83,15 +84,20 @@ def decode_row(text: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
     return dict(json.loads(text))
 
 
-def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None) -> str:
+def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None, call_id: str | None = None) -> str:
     """The Hermes text of one tool call, the first format every mtrl_gym env parses.
 
     ``arguments`` may be a mapping or a JSON string (as OpenAI-style calls carry them); a
     string that is not JSON is passed through unparsed so the env reports the bad arguments.
+    ``call_id`` (a native call's id) becomes the ``tool_call_id`` of the env's
+    ``info["tool_results"]`` entry for this call.
 
     >>> tool_call_text("guess_word", {"guess": "crane"})
     '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>'
+    >>> tool_call_text("guess_word", '{"guess": "crane"}', call_id="call_7")
+    '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}, "id": "call_7"}</tool_call>'
     """
+    tail = "" if call_id is None else ", \"id\": " + json.dumps(str(call_id), ensure_ascii=False)
     if isinstance(arguments, str):
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
@@ -99,16 +105,16 @@ def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None) -> str:
             parsed = None
         if not isinstance(parsed, dict):  # not a JSON object: the env reports the bad arguments
             body = json.dumps(str(name), ensure_ascii=False)
-            return f'<tool_call>{{"name": {body}, "arguments": {arguments}}}</tool_call>'
+            return f'<tool_call>{{"name": {body}, "arguments": {arguments}{tail}}}</tool_call>'
         arguments = parsed
-    payload = {"name": str(name), "arguments": dict(arguments or {})}
-    return f"<tool_call>{json.dumps(payload, ensure_ascii=False, default=str)}</tool_call>"
+    payload = json.dumps({"name": str(name), "arguments": dict(arguments or {})}, ensure_ascii=False, default=str)
+    return f"<tool_call>{payload[:-1]}{tail}}}</tool_call>"
 
 
-def resolve_episode_tasks(env_id: str, *, tasks: Sequence[Mapping[str, Any] | None] | None = None,
+def resolve_episode_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[str, Any] | None] | None = None,
                           split: str | None = None, limit: int | None = None,
                           seed: int = 0) -> list[EpisodeTask]:
-    """Episode tasks from a task list or a named split (``train``, ``val``, ``seeds:N``, ...).
+    """Episode tasks from a task file or list, or a named split (``train``, ``val``, ``seeds:N``, ...).
 
     Task ``i`` resets with ``seed + i``. With neither ``tasks`` nor ``split``, ``seeds:N``
     with ``N = limit`` (default 100) is used: tasks drawn from the reset seeds.

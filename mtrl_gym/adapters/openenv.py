@@ -1,4 +1,4 @@
-"""mtrl_gym envs as OpenEnv servers, and OpenEnv servers as Gymnasium text envs (``openenv==0.10.0``).
+"""mtrl_gym envs as OpenEnv servers, and OpenEnv servers as Gymnasium text envs (``openenv>=0.10,<0.11``).
 
 **Serve** any registered env: :func:`create_app` builds OpenEnv's FastAPI app (``/ws``
 sessions, ``/reset``, ``/step``, ``/schema``, ``/health``) around :class:`MtrlEnvironment`;

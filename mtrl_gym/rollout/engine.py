@@ -236,7 +236,8 @@ class RolloutEngine:
     # ------------------------------------------------------------------ main loop
 
     def collect(self, tasks: Sequence[Mapping[str, Any] | None], *, seed: int | None = None,
-                on_episode: Callable[[Trajectory], None] | None = None, group_offset: int = 0) -> list[Trajectory]:
+                on_episode: Callable[[Trajectory], None] | None = None, group_offset: int = 0,
+                reset_seeds: Sequence[int] | None = None) -> list[Trajectory]:
         """Play ``group_size`` episodes of every task; trajectories in (task, sample) order.
 
         ``seed``: group ``g`` resets with ``seed + g``; sampling seeds derive from it too, so
@@ -246,13 +247,18 @@ class RolloutEngine:
         ``group_offset``: ``tasks`` are groups ``group_offset, group_offset + 1, ...`` of a
         larger batch (a shard played by a worker): group ids, reset seeds and sampling seeds
         are those the whole batch would give them.
+        ``reset_seeds``: the reset seed of each task's group instead of ``seed + g`` (tasks
+        whose seeds come from elsewhere, e.g. a dataset column).
         """
         base = self._base_seed(seed)
         run = uuid.uuid4().hex[:12]
         if group_offset < 0:
             raise ConfigError(f"`group_offset` must be >= 0, got {group_offset!r}")
-        episodes = [self._start(task, group_offset + g, k, base, run) for g, task in enumerate(tasks)
-                    for k in range(self.config.group_size)]
+        if reset_seeds is not None and len(reset_seeds) != len(tasks):
+            raise ConfigError(f"`reset_seeds` needs one seed per task: {len(reset_seeds)} for {len(tasks)} tasks")
+        episodes = [self._start(task, group_offset + g, k, base, run,
+                                None if reset_seeds is None else int(reset_seeds[g]))
+                    for g, task in enumerate(tasks) for k in range(self.config.group_size)]
         released: set[int] = set()
 
         def release_finished() -> None:
@@ -315,16 +321,17 @@ class RolloutEngine:
             return int(np.random.SeedSequence().generate_state(1)[0])
         return int(np.random.SeedSequence([self.config.seed, self._calls]).generate_state(1)[0])
 
-    def _start(self, task, g: int, k: int, base: int, run: str) -> EpisodeState:
+    def _start(self, task, g: int, k: int, base: int, run: str, reset_seed: int | None = None) -> EpisodeState:
         row_id = str(task.get("id", "")) if isinstance(task, Mapping) else ""
-        traj = Trajectory(task_id=row_id, env_id=self.env_id, group_id=g, sample_index=k, seed=base + g)
+        reset_seed = base + g if reset_seed is None else reset_seed
+        traj = Trajectory(task_id=row_id, env_id=self.env_id, group_id=g, sample_index=k, seed=reset_seed)
         env = self._idle_envs.pop() if self._idle_envs else None
         ep = EpisodeState(env=env, traj=traj, session=f"{run}-{g}-{k}", start=time.monotonic())
         try:
             if ep.env is None:
                 ep.env = self._make_env()
             options = {"task": dict(task)} if task is not None else None
-            obs, info = self._call(ep, lambda: ep.env.reset(seed=base + g, options=options))
+            obs, info = self._call(ep, lambda: ep.env.reset(seed=reset_seed, options=options))
         except Exception as e:  # noqa: BLE001 - a broken reset is a failed episode
             self._fail(ep, failure_text("env reset", e), getattr(e, "stop", "failed"))
             return ep
