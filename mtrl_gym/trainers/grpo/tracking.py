@@ -237,7 +237,9 @@ class RunRecorder:
     def truncate_after(self, step: int) -> None:
         """Drop metrics.jsonl records beyond ``step`` (a resumed run repeats them), and have the
         tracker drop its own when it re-opens the run (:meth:`Tracker.truncate_after`)."""
-        self.tracker.truncate_after(step)
+        trim = getattr(self.tracker, "truncate_after", None)  # a tracker written before the hook has none
+        if trim is not None:
+            trim(step)
         if not self.metrics_path.is_file():
             return
         keep = []
