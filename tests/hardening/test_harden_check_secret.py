@@ -103,3 +103,18 @@ def test_an_env_instance_reports_the_checks_it_skipped():
     assert report.ok and [c.name for c in report.checks] == ["gymnasium", "corpus"]
     assert list(report.skipped) == ["determinism", "leak"]
     assert "  SKIP  determinism  an env instance" in str(report)
+
+
+def test_the_pytest_form_reports_a_skipped_leak_check_as_skipped(tmp_path):
+    from importlib.metadata import entry_points
+
+    (tmp_path / "test_user_env.py").write_text(
+        "from mtrl_gym.testing import env_contract_tests\n"
+        "test_shop = env_contract_tests('mtrl/Sandbox-Shop-v0', corpus_size=1_000, processes=False)\n")
+    installed = any(e.value == "mtrl_gym.testing.pytest_plugin" for e in entry_points(group="pytest11"))
+    plugin = [] if installed else ["-p", "mtrl_gym.testing.pytest_plugin"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", *plugin, "-p", "no:cacheprovider",
+                           str(tmp_path / "test_user_env.py")], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode == 0 and "3 passed, 1 skipped" in proc.stdout, proc.stdout[-2000:]
+    assert "mtrl/Sandbox-Shop-v0: leak: no secret named" in proc.stdout
