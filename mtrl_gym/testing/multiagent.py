@@ -310,7 +310,13 @@ def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
     from mtrl_gym.testing.shrink import show, shrink_script
 
     _, infos = env.reset(seed=seed)
-    hidden = secret(env)
+    try:
+        hidden = secret(env)
+    except Exception as e:  # a broken extractor is the caller's bug: one line, not a traceback
+        return CheckResult("leak", False, f"could not be checked: the secret extractor raised {_one_line(e)}")
+    if not isinstance(hidden, Mapping):
+        return CheckResult("leak", False, "could not be checked: a multi-agent secret extractor returns {seat: "
+                                          f"value or list of values}}, got {type(hidden).__name__}")
     unknown = sorted(set(hidden) - set(env.possible_agents))
     if unknown:
         raise ConfigError(f"the secret extractor names seats {unknown}; the env's seats are {env.possible_agents}")

@@ -118,3 +118,15 @@ def test_the_pytest_form_reports_a_skipped_leak_check_as_skipped(tmp_path):
                           timeout=300)
     assert proc.returncode == 0 and "3 passed, 1 skipped" in proc.stdout, proc.stdout[-2000:]
     assert "mtrl/Sandbox-Shop-v0: leak: no secret named" in proc.stdout
+
+
+def test_a_broken_extractor_is_a_failed_line_not_a_traceback(capsys):
+    assert main(["check", "harden_toys/Toy-v0", *TOY, "--secret", "os:getcwd"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  leak         could not be checked: the secret extractor raised TypeError: " in out
+    from mtrl_gym.testing import check_multiagent_env
+
+    report = check_multiagent_env("mtrl/WordleDuel-v0", secret=lambda env: "abcdefgh", corpus_size=300,
+                                  processes=False)
+    assert _result(report, "leak").detail == ("could not be checked: a multi-agent secret extractor returns "
+                                              "{seat: value or list of values}, got str")
