@@ -94,6 +94,10 @@ class EnvProfile:
     """``fn() -> texts``: the closed set of values an action's free argument can take (Wordle:
     every allowed guess), for dictionary-constrained decoding (``RunSpec.constrained``);
     ``None``: the env has no closed vocabulary."""
+    secret: Callable[[Any], Any] | None = None
+    """``fn(env) -> value`` read after reset: what the agent must not learn before the final step
+    (Wordle: the answer word); a list names several. The test kit's ``leak`` check searches
+    every observation and ``info`` for it (``mtrl-gym check``; :mod:`mtrl_gym.testing.secret`)."""
     evaluation_only: bool = False
     """Every task of this env is for evaluation only (e.g. a benchmark whose licence forbids
     training): the trainer and demonstrations refuse the env."""

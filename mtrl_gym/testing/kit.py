@@ -21,8 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CheckResult", "CheckReport", "Shrinking", "Views", "one_line", "probe_script", "seed_list",
-           "step_problem", "corpus_failure", "other_interpreter", "compare_records", "determinism_check"]
+__all__ = ["CheckResult", "CheckReport", "Shrinking", "Views", "NO_SECRET", "one_line", "probe_script", "seed_list",
+           "step_problem", "corpus_cases", "corpus_failure", "other_hashseed", "other_interpreter", "compare_records",
+           "determinism_check"]
+
+#: Why the ``leak`` check did not run.
+NO_SECRET = ("no secret named: pass secret= (mtrl-gym check --secret my_pkg.secrets:answer) or give the env "
+             "profile a `secret` hook")
 
 
 @dataclass
@@ -41,17 +46,20 @@ class CheckResult:
 
 @dataclass
 class CheckReport:
-    """Every check run on one env."""
+    """Every check run on one env, and the checks that were not run with the reason."""
 
     env_id: str
     checks: list[CheckResult] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """``{check name: why it did not run}`` (no secret named, an env instance without an id)."""
 
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
     def __str__(self) -> str:
-        return "\n".join([f"{self.env_id}:"] + ["  " + c.line() for c in self.checks])
+        return "\n".join([f"{self.env_id}:"] + ["  " + c.line() for c in self.checks]
+                         + [f"  SKIP  {name:<12} {why}" for name, why in self.skipped.items()])
 
     def raise_on_failure(self) -> None:
         """Raise ``AssertionError`` with the report when a check failed."""
@@ -126,6 +134,21 @@ def _same_failure(step_of: Callable[[str], Callable[[], Views]], kind: str,
     return fails
 
 
+def corpus_cases(tools: Sequence[Any], size: int, action_space: Any) -> tuple[list[Any], int]:
+    """``(cases, extra)``: the corpus at ``size`` characters, then (when the action space declares a
+    longer ``max_length``) the ``extra`` cases that grow with the size again at that length, cut to it:
+    an env must take every text its action space admits."""
+    from mtrl_gym.testing.corpus import BadText, adversarial_texts
+
+    cases = adversarial_texts(tools, size=size)
+    limit = getattr(action_space, "max_length", None)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= size:
+        return cases, 0
+    long = [BadText(c.category, f"{c.name}@{limit}", c.text[:limit])
+            for c in adversarial_texts(tools, size=limit) if len(c.text) > size + 100]
+    return cases + long, len(long)
+
+
 def corpus_failure(name: str, case: str, kind: str, message: str, step_of: Callable[[str], Callable[[], Views]],
                    bound: float | None, shrinking: Shrinking) -> CheckResult:
     """The failed ``corpus`` result of one case, with the case shrunk by hypothesis."""
@@ -140,13 +163,30 @@ def corpus_failure(name: str, case: str, kind: str, message: str, step_of: Calla
                        example=small)
 
 
+def other_hashseed(current: str | None) -> str:
+    """A ``PYTHONHASHSEED`` other than ``current`` (a number, ``"random"`` or unset: a random one here).
+
+    >>> other_hashseed("0"), other_hashseed("random"), other_hashseed(None), other_hashseed("4294967290")
+    ('12345', '12345', '12345', '12339')
+    """
+    text = (current or "").strip()
+    base = int(text) if text.isdigit() else 0
+    return str((base + 12345) % 4294967296)
+
+
 def other_interpreter(function: str, payload: dict[str, Any], imports: Sequence[str]) -> tuple[str | None, str]:
     """``(stdout, where)`` of ``module:function(**payload)`` in a fresh interpreter with another
-    ``PYTHONHASHSEED``; stdout is None when it failed (``where`` then holds its last error line)."""
+    ``PYTHONHASHSEED``; stdout is None when it failed (``where`` then holds its last error line).
+
+    The fresh interpreter's own import path comes first; this one's follows it (as
+    ``multiprocessing`` does for a spawned child), so what imports here (a secret extractor
+    defined in a test helper) imports there too."""
     module, name = function.split(":")
-    code = ("import importlib, json, sys; " + "".join(f"import {m}; " for m in imports)
+    here = [p for p in sys.path if p and os.path.isdir(p)]
+    code = (f"import importlib, json, sys; sys.path.extend(p for p in {here!r} if p not in sys.path); "
+            + "".join(f"import {m}; " for m in imports)
             + f"from {module} import {name}; sys.stdout.write({name}(**json.loads(sys.stdin.read())))")
-    hashseed = str((int(os.environ.get("PYTHONHASHSEED", "0") or 0) + 12345) % 4294967295)
+    hashseed = other_hashseed(os.environ.get("PYTHONHASHSEED"))
     proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload), capture_output=True, text=True,
                           env={**os.environ, "PYTHONHASHSEED": hashseed}, timeout=600, check=False)
     if proc.returncode != 0:
@@ -161,10 +201,13 @@ def compare_records(here: str, there: str | None, where: str, what: str) -> Chec
     a, b = json.loads(here), json.loads(there)
     for label in a:
         if a[label] != b.get(label):
+            if label.endswith(", secret"):  # the hidden answer itself: e.g. drawn in hash order
+                return CheckResult("determinism", False, f"{label.removesuffix(', secret')}: the secret after reset "
+                                                         f"differs in {where}")
             x, y = a[label], b.get(label) or []
             step = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
             return CheckResult("determinism", False, f"{label}: step {step} differs in {where}")
-    steps = sum(len(e) - 1 for e in a.values())
+    steps = sum(len(e) - 1 for label, e in a.items() if not label.endswith(", secret"))
     return CheckResult("determinism", True, f"{what}: {steps} steps identical in {where}")
 
 

@@ -114,7 +114,11 @@ def secret_checks(value: Any) -> tuple[list[tuple[str, Callable[[Any], bool]]], 
 def check_leak(env: Any, secret: Callable[[Any], Any], seed: int, shrinking: Shrinking) -> CheckResult:
     """The ``leak`` check of a single-agent env (see the module docstring)."""
     _, info = env.reset(seed=seed)
-    checks, problem = secret_checks(secret(env))
+    try:
+        value = secret(env)
+    except Exception as e:  # a broken extractor is the caller's bug: one line, not a traceback
+        return CheckResult("leak", False, f"could not be checked: the secret extractor raised {one_line(e)}")
+    checks, problem = secret_checks(value)
     if problem:
         return CheckResult("leak", False, problem)
     script = probe_script(info.get("tools") or [])

@@ -95,7 +95,7 @@ class SeatEnv(gymnasium.Env[str, str]):
         from mtrl_gym.envs.profile import profile_of
 
         names = policy_names(self.multi, self.seat)
-        return dataclasses.replace(profile_of(self.env_id), success_threshold=self.success_threshold,
+        return dataclasses.replace(profile_of(self.env_id), success_threshold=self.success_threshold, secret=None,
                                    reference_policies={n: (lambda env, n=n: env.unwrapped.reference_policy(n))
                                                        for n in names})
 

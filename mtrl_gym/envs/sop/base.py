@@ -44,6 +44,9 @@ __all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "NOISE_LEVELS", "canonical"]
 
 #: Allowed values of the ``noise`` difficulty knob: 0 clean records, 1 some noise, 2 heavy noise.
 NOISE_LEVELS = (0, 1, 2)
+
+#: The fields of an SOP task row (:mod:`mtrl_gym.envs.sop.tasks`); a row with any other is refused.
+TASK_ROW_FIELDS = ("id", "seed", "difficulty", "prompt", "answer")
 _NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")
 _WORLD_CACHE = 64
 
@@ -302,6 +305,35 @@ class SOPDomain(ABC):
         self.check_difficulty(self.default_difficulty)
 
 
+
+def _check_row_fields(row: Mapping[str, Any]) -> None:
+    """The checks of an SOP row that need no domain: known fields, ``id``/``prompt`` text, the ``seed``."""
+    task_id = row.get("id", "?")
+    for key in row:
+        if key not in TASK_ROW_FIELDS:
+            close = difflib.get_close_matches(str(key), TASK_ROW_FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidTask(f"task {task_id!r}: unknown field {key!r}{hint}; an SOP task row has the fields "
+                              f"{', '.join(TASK_ROW_FIELDS)}")
+    for key in ("id", "prompt"):
+        if key in row and not isinstance(row[key], str):
+            raise InvalidTask(f"task {task_id!r}: {key!r} must be a string, got {row[key]!r}")
+    seed = row.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise InvalidTask(f"task {task_id!r}: 'seed' must be an int in [0, 2**63), got {seed!r}")
+    difficulty = row.get("difficulty")
+    if difficulty is not None and not isinstance(difficulty, Mapping):
+        raise InvalidTask(f"task {task_id!r}: 'difficulty' must be an object, got {difficulty!r}")
+
+
+def _check_row_difficulty(row: Mapping[str, Any], domain: SOPDomain) -> None:
+    """A row's ``difficulty`` knobs: each known to ``domain``, of its type and within its limits."""
+    try:
+        domain.resolve_difficulty(row.get("difficulty") or {})
+    except ConfigError as e:
+        raise InvalidTask(f"task {row.get('id', '?')!r}: {e}") from None
+
+
 class SOPEnv(ToolSandboxEnv):
     """A business task solved by following a standard operating procedure with tools.
 
@@ -433,11 +465,23 @@ class SOPEnv(ToolSandboxEnv):
 
     @classmethod
     def validate_task(cls, task: Mapping[str, Any]) -> None:
-        """Raise :class:`InvalidTask` for a row without a usable world ``seed``."""
+        """Raise :class:`InvalidTask` for a row ``reset`` would refuse, field by field (so task-file
+        readers report it with file and line): only the fields of :data:`TASK_ROW_FIELDS` (a misspelt
+        one is named with the closest), ``id`` text, ``seed`` an int in ``[0, 2**63)``, ``difficulty``
+        an object of the domain's knobs (names, types, limits), ``prompt`` text, ``answer`` an object
+        with the keys of the domain's answer format."""
+        from mtrl_gym.datasets import decode_task
+
         super().validate_task(task)
-        seed = task.get("seed")
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-            raise InvalidTask(f"task {task.get('id', '?')!r}: 'seed' must be an int in [0, 2**63), got {seed!r}")
+        row = decode_task(task, required=cls.task_fields)
+        _check_row_fields(row)
+        if isinstance(cls.domain, SOPDomain):
+            _check_row_difficulty(row, cls.domain)
+            answer, keys = row.get("answer"), list(cls.domain.output_schema)
+            if "answer" in row and (not isinstance(answer, Mapping) or sorted(answer) != sorted(keys)):
+                got = sorted(answer) if isinstance(answer, Mapping) else type(answer).__name__
+                raise InvalidTask(f"task {row.get('id', '?')!r}: 'answer' must be an object with the keys "
+                                  f"{sorted(keys)} of {cls.domain.name}'s answer format, got {got}")
 
     def sample_task(self, rng: np.random.Generator) -> dict[str, Any]:
         low, high = SPLITS[self.split]
@@ -452,12 +496,9 @@ class SOPEnv(ToolSandboxEnv):
         """Regenerate the world from the row's ``seed`` and ``difficulty``, check the row against it,
         and complete the row (``prompt``, ``answer``, ``difficulty``) for the base class."""
         task_id = task.get("id", "?")
+        _check_row_fields(task)
         world_seed = task.get("seed")
-        if isinstance(world_seed, bool) or not isinstance(world_seed, int) or not 0 <= world_seed < 2**63:
-            raise InvalidTask(f"task {task_id!r}: 'seed' must be an int in [0, 2**63), got {world_seed!r}")
         row_difficulty = task.get("difficulty") or {}
-        if not isinstance(row_difficulty, Mapping):
-            raise InvalidTask(f"task {task_id!r}: 'difficulty' must be an object, got {row_difficulty!r}")
         try:
             difficulty = self.domain.resolve_difficulty({**self.difficulty, **row_difficulty})
         except ConfigError as e:

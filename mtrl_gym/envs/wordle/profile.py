@@ -117,6 +117,11 @@ def _play_metrics(records):
     return records_play_metrics(records)
 
 
+def _secret(env) -> str:
+    """The answer word: the kit's leak check (``mtrl-gym check``) searches every observation for it."""
+    return env.unwrapped.expected_answer
+
+
 def wordle_profile(success_threshold: float) -> EnvProfile:
     """The profile of :class:`~mtrl_gym.envs.wordle.env.WordleEnv` (both modes)."""
     return EnvProfile(
@@ -132,4 +137,5 @@ def wordle_profile(success_threshold: float) -> EnvProfile:
         turn_facts=wordle_turn_facts,
         play_metrics=_play_metrics,
         action_vocabulary=guess_texts,
+        secret=_secret,
     )

@@ -164,7 +164,11 @@ class GRPOConfig:
     global_batch_size: int = 128
     """Tasks per step (each played ``group_size`` times)."""
     group_size: int = 8
-    """Rollouts per task; advantages compare the rollouts of a group."""
+    """Rollouts per task; advantages compare the rollouts of a group, so at least 2 (see
+    ``allow_zero_signal``)."""
+    allow_zero_signal: bool = False
+    """Accept ``group_size`` 1, where every advantage is 0 and only a KL term can move the
+    policy (e.g. to measure a pipeline's cost); otherwise such a run is refused."""
     max_steps: int | None = 100
     """Training steps (one step: sample a batch, update). None: run ``max_epochs``."""
     max_epochs: float | None = None
@@ -408,6 +412,10 @@ class GRPOConfig:
     def _check_batch(self) -> None:
         _at_least(self, "global_batch_size", 1)
         _at_least(self, "group_size", 1)
+        if self.group_size == 1 and not self.allow_zero_signal:
+            raise ConfigError("`group_size` is 1: every group has a single rollout, so every advantage is 0 and "
+                              "the run would train nothing; use group_size >= 2 (e.g. 8), or set "
+                              "allow_zero_signal: true to run it anyway")
         _at_least(self, "updates_per_step", 1)
         _at_least(self, "micro_batch_tokens", 16)
         _optional_at_least(self, "max_steps", 1)
