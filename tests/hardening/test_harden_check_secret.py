@@ -30,7 +30,7 @@ def _result(report, name):
 
 
 def test_pythonhashseed_random_is_a_valid_setting_of_the_check():
-    from mtrl_gym.testing.check import other_hashseed
+    from mtrl_gym.testing.kit import other_hashseed
 
     assert other_hashseed("random") == other_hashseed(None) == "12345" and other_hashseed("7") == "12352"
     env = {**os.environ, "PYTHONHASHSEED": "random", "PYTHONPATH": os.pathsep.join([HERE, ROOT])}
