@@ -9,7 +9,7 @@ This tutorial turns a small HTTP API into a reproducible training environment:
 4. stop the API, then **replay**: the same environment now answers every call from the
    cassette, offline, identically on every run and in every process;
 5. evaluate a scripted policy and a random-text policy against the replayed environment,
-   and run ``mtrl_gym.eval`` on it (a random tool-calling policy; models plug in the same way);
+   and run ``mtrl_gym.evaluation`` on it (a random tool-calling policy; models plug in the same way);
 6. optionally (``--train-steps N``) train the embedded SmolLM2-135M-Instruct with GRPO on
    the replayed environment, offline, and evaluate the adapter beside the random policy.
 
@@ -38,7 +38,7 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.envs.sandbox import ToolError, ToolResponse, ToolSandboxEnv, tool
-from mtrl_gym.eval import EvalConfig, RunSpec, evaluate
+from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate
 
 
 @dataclasses.dataclass
@@ -259,7 +259,7 @@ def main(args: Args) -> dict:
     print(f"random text: {len(rewards)} episodes, mean reward {np.mean(rewards):.2f}, "
           f"identical on a second run: {rewards == again}")
 
-    # --- Evaluate with mtrl_gym.eval, offline, against the replayed cassette. -------------
+    # --- Evaluate with mtrl_gym.evaluation, offline, against the replayed cassette. -------
     if ENV_ID not in gymnasium.registry:
         gymnasium.register(ENV_ID, entry_point=make_env)
     config = EvalConfig(n=4, seed=args.seed, env_kwargs={"cassette": str(cassette), "mode": "replay"})
@@ -268,11 +268,11 @@ def main(args: Args) -> dict:
         runs.append(train_on_replay(cassette, out_dir, args))
     result = evaluate(ENV_ID, runs, tasks=TASKS, config=config, out_dir=out_dir / "eval", report=False)
     summary = result.run("random-tools")
-    print(f"mtrl_gym.eval, random tool calls: success {summary['success_rate']['value']:.2f} over "
+    print(f"mtrl_gym.evaluation, random tool calls: success {summary['success_rate']['value']:.2f} over "
           f"{summary['episodes']} episodes (results in {out_dir / 'eval'})")
     if args.train_steps:
         trained = result.run("trained")
-        print(f"mtrl_gym.eval, SmolLM2 after {args.train_steps} GRPO steps: success "
+        print(f"mtrl_gym.evaluation, SmolLM2 after {args.train_steps} GRPO steps: success "
               f"{trained['success_rate']['value']:.2f} over {trained['episodes']} episodes")
     return {"cassette": str(cassette), "recorded": {k: v[0] for k, v in recorded.items()},
             "random_mean": float(np.mean(rewards)), "eval_success": summary["success_rate"]["value"]}

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import mtrl_gym  # noqa: F401  (registers the environments)
-from mtrl_gym.eval import EvalConfig, RunSpec, evaluate, read_records
+from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig

@@ -17,12 +17,10 @@ from mtrl_gym.registry import list_envs, make
 
 __version__ = "0.1.0"
 
-# ``eval`` (mtrl_gym.eval) is reachable as an attribute but kept out of ``__all__``:
-# ``from mtrl_gym import *`` must not shadow the builtin ``eval``.
 __all__ = ["__version__", "registry", "list_envs", "make", "profile_of", "Error", "DependencyNotInstalled",
-           "parsing", "datasets", "envs", "wrappers", "rollout", "trainers", "models"]
+           "parsing", "datasets", "envs", "wrappers", "rollout", "trainers", "evaluation", "models"]
 
-_LAZY_SUBMODULES = {"parsing", "datasets", "envs", "wrappers", "rollout", "trainers", "models", "eval", "cli",
+_LAZY_SUBMODULES = {"parsing", "datasets", "envs", "wrappers", "rollout", "trainers", "models", "evaluation", "cli",
                     "stats", "jsonl"}
 
 

@@ -95,7 +95,7 @@ def read_tasks(path: str | os.PathLike, *, required: Sequence[str] = REQUIRED_FI
     deeply to decode, and a path that is a directory.
 
     ``validate(task)`` checks each decoded task for an env (e.g. an env class's
-    ``validate_task``, see :func:`mtrl_gym.registry.task_validator`); an
+    ``validate_task``, see :func:`mtrl_gym.envs.profile.task_validator`); an
     :class:`InvalidTask` or ``ValueError`` it raises becomes a :class:`DatasetError` with
     the file and line.
     """

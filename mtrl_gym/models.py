@@ -37,7 +37,7 @@ from typing import Any
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 
 __all__ = ["EmbeddedModel", "EMBEDDED_MODELS", "DEFAULT_MODEL", "cache_dir", "list_models",
-           "canonical_name", "embedded_path", "load", "load_tokenizer"]
+           "canonical_name", "embedded_path", "load", "load_tokenizer", "check_hub_model", "HUB_TIMEOUT_S"]
 
 
 @dataclass(frozen=True)
@@ -240,3 +240,44 @@ def load(name: str = DEFAULT_MODEL, *, dtype: Any = None, device: str | None = N
     model.to(device)
     model.eval()
     return model, tokenizer
+
+
+#: Seconds the hub may take to answer :func:`check_hub_model`.
+HUB_TIMEOUT_S = 10.0
+
+
+def check_hub_model(name: str, *, timeout: float = HUB_TIMEOUT_S) -> str:
+    """Check, before anything loads, that the Hugging Face id ``name`` (``org/model``) can be loaded:
+    it is in the local hub cache (``"cache"``), or the hub knows it (``"hub"``). Otherwise a one-line
+    :class:`~mtrl_gym.error.ConfigError`: no such model, or the hub cannot be reached (one try of at
+    most ``timeout`` seconds, no retries), with what to do instead.
+    """
+    try:
+        from huggingface_hub import HfApi, constants, try_to_load_from_cache
+        from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+    except ImportError:
+        raise DependencyNotInstalled("huggingface_hub", extra="train") from None
+    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return "cache"
+    cache = constants.HF_HUB_CACHE
+    instead = f"download it where the hub can be reached (`hf download {name}`) or give a local model folder"
+    if constants.HF_HUB_OFFLINE:
+        raise ConfigError(f"model {name!r} is not in the local Hugging Face cache ({cache}) and HF_HUB_OFFLINE is "
+                          f"set; {instead}")
+    endpoint = constants.ENDPOINT
+    try:
+        HfApi(endpoint=endpoint).model_info(name, timeout=timeout)
+    except GatedRepoError:
+        raise ConfigError(f"model {name!r} on {endpoint} is gated: accept its terms on the hub and log in "
+                          "(`hf auth login`), or give a local model folder") from None
+    except RepositoryNotFoundError:
+        raise ConfigError(f"model {name!r}: no such model on {endpoint} (or it is private: log in with `hf auth "
+                          f"login`); check the id, or give a local model folder") from None
+    except HfHubHTTPError as e:
+        status = getattr(getattr(e, "response", None), "status_code", "?")
+        raise ConfigError(f"model {name!r}: {endpoint} answered HTTP {status}; {instead}") from None
+    except Exception as e:  # noqa: BLE001 - the transport's errors: DNS, refused, timeout, TLS
+        reason = " ".join(str(e).split())[:200] or type(e).__name__
+        raise ConfigError(f"model {name!r} is not in the local Hugging Face cache ({cache}) and {endpoint} cannot "
+                          f"be reached ({reason}); {instead}") from None
+    return "hub"

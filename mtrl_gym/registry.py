@@ -13,7 +13,6 @@ imports the package implicitly).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -21,9 +20,11 @@ import gymnasium
 from mtrl_gym.error import UnknownEnv
 
 __all__ = ["ENV_SPECS", "MULTIAGENT_SPECS", "register_envs", "list_envs", "list_multiagent_envs", "make",
-           "make_multiagent", "is_multiagent", "spec", "task_validator"]
+           "make_multiagent", "is_multiagent", "spec", "normalize_id", "PACKAGE_PREFIX"]
 
 NAMESPACE = "mtrl"
+#: The module prefix gymnasium accepts before an id: ``"mtrl_gym:mtrl/Wordle-v0"`` imports the package first.
+PACKAGE_PREFIX = "mtrl_gym:"
 
 #: id -> (entry point, default kwargs). One line per environment; docs live on the classes.
 ENV_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -55,6 +56,18 @@ MULTIAGENT_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def normalize_id(env_id: str) -> str:
+    """``env_id`` without the :data:`PACKAGE_PREFIX` (``"mtrl_gym:mtrl/Wordle-v0"`` -> ``"mtrl/Wordle-v0"``).
+
+    Every id mtrl_gym reads goes through this one function, so ``mtrl_gym:``-prefixed ids
+    (the form gymnasium uses to import a package) work wherever a bare id does.
+
+    >>> normalize_id("mtrl_gym:mtrl/Wordle-v0"), normalize_id("CartPole-v1")
+    ('mtrl/Wordle-v0', 'CartPole-v1')
+    """
+    return env_id.removeprefix(PACKAGE_PREFIX)
+
+
 def register_envs() -> None:
     """Register every id in :data:`ENV_SPECS` with gymnasium (idempotent)."""
     for env_id, (entry_point, kwargs) in ENV_SPECS.items():
@@ -76,7 +89,7 @@ def list_multiagent_envs() -> list[str]:
 
 def is_multiagent(env_id: str) -> bool:
     """Whether ``env_id`` names a multi-agent env (made with :func:`make_multiagent`)."""
-    return env_id.removeprefix("mtrl_gym:") in MULTIAGENT_SPECS
+    return normalize_id(env_id) in MULTIAGENT_SPECS
 
 
 def _unknown(env_id: str, known: list[str] | None = None) -> UnknownEnv:
@@ -97,7 +110,7 @@ def _unknown(env_id: str, known: list[str] | None = None) -> UnknownEnv:
 
 def spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
     """The gymnasium spec of a registered id; unknown ids raise with close matches."""
-    env_id = env_id.removeprefix("mtrl_gym:")
+    env_id = normalize_id(env_id)
     if env_id not in ENV_SPECS:
         raise _unknown(env_id)
     return gymnasium.spec(env_id)
@@ -106,18 +119,7 @@ def spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
 def make(env_id: str, **kwargs: Any) -> gymnasium.Env:
     """``gymnasium.make`` for mtrl ids, with a helpful error for unknown ids."""
     spec(env_id)
-    return gymnasium.make(env_id.removeprefix("mtrl_gym:"), **kwargs)
-
-
-def task_validator(env_id: str) -> Callable[[dict[str, Any]], Any] | None:
-    """The row check of an env id (its profile's ``validate_task``), or None when it has none.
-
-    Task-file readers pass it to :func:`mtrl_gym.datasets.read_tasks`, so a bad row is
-    reported with its file and line before a run starts. Works for any gymnasium id.
-    """
-    from mtrl_gym.envs.profile import profile_of
-
-    return profile_of(env_id.removeprefix("mtrl_gym:")).validate_task
+    return gymnasium.make(normalize_id(env_id), **kwargs)
 
 
 def make_multiagent(env_id: str, *, parallel: bool = False, **kwargs: Any):
@@ -130,7 +132,7 @@ def make_multiagent(env_id: str, *, parallel: bool = False, **kwargs: Any):
     """
     import importlib
 
-    bare = env_id.removeprefix("mtrl_gym:")
+    bare = normalize_id(env_id)
     if bare not in MULTIAGENT_SPECS:
         raise _unknown(bare, list_multiagent_envs())
     module, defaults = MULTIAGENT_SPECS[bare]

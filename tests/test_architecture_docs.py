@@ -1,4 +1,4 @@
-"""docs/architecture.md against the code: the third-party env example works end to end, the moves hold."""
+"""docs/architecture.md against the code: the third-party env example works end to end."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from pathlib import Path
 
 import gymnasium
 import pytest
-
-from mtrl_gym import _moved
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
@@ -54,7 +52,7 @@ def test_the_source_table_lists_every_source():
 
 
 def test_a_third_party_env_gets_splits_policies_and_evaluation_through_its_profile(guess_env, tmp_path):
-    from mtrl_gym.eval import EvalConfig, RunSpec, evaluate
+    from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate
     from mtrl_gym.evaluation.tasks import split_names
     from mtrl_gym.trainers.grpo.data import load_task_splits
 
@@ -83,26 +81,6 @@ def test_an_env_without_a_profile_gets_the_default():
     p = profile_of(Bare)
     assert p.splits == {} and p.reference_policies == {} and p.success_threshold == 0.5
     assert p.shaping_limits is None
-
-
-@pytest.mark.parametrize("old, new", sorted(_moved.MOVED.items()))
-def test_moved_modules_still_import_with_a_deprecation_warning(old, new):
-    if "vllm" in new:
-        pytest.importorskip("vllm")
-    if new.endswith(".hf"):
-        pytest.importorskip("torch")
-    import sys
-
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-
-
-def test_the_moves_table_lists_every_alias():
-    for old, new in _moved.MOVED.items():
-        if old.count(".") == 2 or old.endswith(".samplers"):  # the samplers' submodules share one row
-            assert f"`{old}` | `{new}`" in DOC or old.startswith("mtrl_gym.trainers.samplers"), old
 
 
 def test_layer_doc_names_the_test():

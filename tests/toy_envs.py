@@ -33,3 +33,24 @@ class VowelEnv(gymnasium.Env[str, str]):
         done = self.t >= self.task.get("turns", 1)
         info = {"tool_calls": [], "tool_results": [], "format_error": False, "success": reward > 0.5}
         return "ok", reward, done, False, info
+
+
+class HoldEnv(VowelEnv):
+    """:class:`VowelEnv` whose first step waits while a task row's ``hold`` folder has no ``release``
+    file, after writing ``pid-<process id>`` there: a test can see which process is mid-episode,
+    kill it, and then let the others go on."""
+
+    def step(self, action):
+        hold = self.task.get("hold")
+        if hold and self.t == 0:
+            import os
+            import time
+            from pathlib import Path
+
+            folder = Path(hold)
+            if not (folder / "release").exists():
+                (folder / f"pid-{os.getpid()}").write_text(str(os.getpid()))
+                deadline = time.monotonic() + 120
+                while not (folder / "release").exists() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+        return super().step(action)

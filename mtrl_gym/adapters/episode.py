@@ -33,6 +33,7 @@ Guess 1/6: PASTE
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.envs import make_env
 
 __all__ = [
     "EPISODE_OVER",
@@ -48,7 +50,6 @@ __all__ = [
     "EpisodeTask",
     "decode_row",
     "encode_row",
-    "make_env",
     "resolve_episode_tasks",
     "tool_call_text",
 ]
@@ -83,33 +84,20 @@ def decode_row(text: str | Mapping[str, Any] | None) -> dict[str, Any] | None:
     return dict(json.loads(text))
 
 
-def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None,
-             wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = ()) -> gymnasium.Env:
-    """A new env: a registered mtrl_gym id (unknown ids raise with close matches) or any gymnasium id."""
-    from mtrl_gym import registry
-
-    kwargs = dict(env_kwargs or {})
-    if env_id.removeprefix("mtrl_gym:") in registry.ENV_SPECS:
-        env = registry.make(env_id, **kwargs)
-    elif "/" in env_id and env_id.split("/", 1)[0] == registry.NAMESPACE:
-        registry.spec(env_id)  # raises UnknownEnv with suggestions
-        env = gymnasium.make(env_id, **kwargs)
-    else:
-        env = gymnasium.make(env_id, **kwargs)
-    for wrap in wrappers:
-        env = wrap(env)
-    return env
-
-
-def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None) -> str:
+def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None, call_id: str | None = None) -> str:
     """The Hermes text of one tool call, the first format every mtrl_gym env parses.
 
     ``arguments`` may be a mapping or a JSON string (as OpenAI-style calls carry them); a
     string that is not JSON is passed through unparsed so the env reports the bad arguments.
+    ``call_id`` (a native call's id) becomes the ``tool_call_id`` of the env's
+    ``info["tool_results"]`` entry for this call.
 
     >>> tool_call_text("guess_word", {"guess": "crane"})
     '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>'
+    >>> tool_call_text("guess_word", '{"guess": "crane"}', call_id="call_7")
+    '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}, "id": "call_7"}</tool_call>'
     """
+    tail = "" if call_id is None else ", \"id\": " + json.dumps(str(call_id), ensure_ascii=False)
     if isinstance(arguments, str):
         try:
             parsed = json.loads(arguments) if arguments.strip() else {}
@@ -117,16 +105,16 @@ def tool_call_text(name: str, arguments: Mapping[str, Any] | str | None) -> str:
             parsed = None
         if not isinstance(parsed, dict):  # not a JSON object: the env reports the bad arguments
             body = json.dumps(str(name), ensure_ascii=False)
-            return f'<tool_call>{{"name": {body}, "arguments": {arguments}}}</tool_call>'
+            return f'<tool_call>{{"name": {body}, "arguments": {arguments}{tail}}}</tool_call>'
         arguments = parsed
-    payload = {"name": str(name), "arguments": dict(arguments or {})}
-    return f"<tool_call>{json.dumps(payload, ensure_ascii=False, default=str)}</tool_call>"
+    payload = json.dumps({"name": str(name), "arguments": dict(arguments or {})}, ensure_ascii=False, default=str)
+    return f"<tool_call>{payload[:-1]}{tail}}}</tool_call>"
 
 
-def resolve_episode_tasks(env_id: str, *, tasks: Sequence[Mapping[str, Any] | None] | None = None,
+def resolve_episode_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[str, Any] | None] | None = None,
                           split: str | None = None, limit: int | None = None,
                           seed: int = 0) -> list[EpisodeTask]:
-    """Episode tasks from a task list or a named split (``train``, ``val``, ``seeds:N``, ...).
+    """Episode tasks from a task file or list, or a named split (``train``, ``val``, ``seeds:N``, ...).
 
     Task ``i`` resets with ``seed + i``. With neither ``tasks`` nor ``split``, ``seeds:N``
     with ``N = limit`` (default 100) is used: tasks drawn from the reset seeds.
@@ -155,7 +143,7 @@ class EnvEpisode:
     def __init__(self, env: str | Callable[[], gymnasium.Env], *, env_kwargs: Mapping[str, Any] | None = None,
                  wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = ()):
         self.env_id = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
-        bare = make_env(env, env_kwargs) if isinstance(env, str) else env()
+        bare = make_env(env, env_kwargs)
         self._tap = _RewardTap(bare)
         self.env: gymnasium.Env = self._tap
         for wrap in wrappers:

@@ -1,4 +1,4 @@
-"""mtrl_gym envs as OpenEnv servers, and OpenEnv servers as Gymnasium text envs (``openenv==0.10.0``).
+"""mtrl_gym envs as OpenEnv servers, and OpenEnv servers as Gymnasium text envs (``openenv>=0.10,<0.11``).
 
 **Serve** any registered env: :func:`create_app` builds OpenEnv's FastAPI app (``/ws``
 sessions, ``/reset``, ``/step``, ``/schema``, ``/health``) around :class:`MtrlEnvironment`;
@@ -156,7 +156,7 @@ def _reward_range(env: gymnasium.Env) -> tuple[float | None, float | None]:
 
 def create_app(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None, max_sessions: int = 64):
     """OpenEnv's FastAPI app serving ``env_id``: one env per WebSocket session."""
-    from mtrl_gym.adapters.episode import make_env
+    from mtrl_gym.rollout.envs import make_env
 
     if max_sessions < 1:
         raise ConfigError(f"`max_sessions` must be >= 1, got {max_sessions!r}")

@@ -1,4 +1,4 @@
-"""mtrl_gym envs under TRL's ``GRPOTrainer`` (tested with ``trl==1.16.0``).
+"""mtrl_gym envs under TRL's ``GRPOTrainer`` (``trl>=1.8,<2``; CI runs 1.8.0 and 1.16.0).
 
 Two ways in, both for any registered env (Wordle, SOP, sandboxes, your own):
 
@@ -20,8 +20,9 @@ Two ways in, both for any registered env (Wordle, SOP, sandboxes, your own):
                             environment_factory=environment_factory("mtrl/Wordle-v0"))
 
 * :class:`RolloutFunc` — mtrl_gym's rollout engine plays **full multi-turn episodes** with
-  TRL's own generation (``trainer._generate_single_turn``: transformers, or vLLM when the
-  trainer uses it) and returns ``prompt_ids``, ``completion_ids`` (model and env tokens,
+  TRL's own generation through its public API (``trainer.vllm_generation`` when the trainer
+  uses vLLM, else the trainer's model with ``trl.models.unwrap_model_for_generation``): one
+  generation call per turn for the whole batch, in step across processes and returns ``prompt_ids``, ``completion_ids`` (model and env tokens,
   token-in/token-out: nothing re-tokenised), ``logprobs`` and ``env_mask`` (1 on sampled
   tokens, 0 exactly on env tokens), plus ``env_reward`` for :func:`env_reward`. The raw
   text of every turn goes to ``env.step``, so the env's own parser (tags, bare JSON,
@@ -45,7 +46,7 @@ import keyword
 import math
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import gymnasium
 
@@ -55,7 +56,9 @@ from mtrl_gym.adapters.episode import (
     decode_row,
     encode_row,
     resolve_episode_tasks,
+    tool_call_text,
 )
+from mtrl_gym.adapters.schema import annotation, schema_note
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 
 __all__ = [
@@ -75,8 +78,6 @@ TASK_COLUMN = "mtrl_task"
 #: Dataset column with the reset seed.
 SEED_COLUMN = "mtrl_seed"
 _RESERVED = frozenset({"reset", "get_reward"})
-_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool,
-                               "array": list, "object": dict, "null": type(None)}
 
 
 def _require_datasets():
@@ -90,27 +91,23 @@ def _require_datasets():
 # ---------------------------------------------------------------------- tool methods
 
 
-def _python_type(schema: Mapping[str, Any]) -> Any:
-    """The Python annotation of a JSON-schema property (``Any`` when it names no type)."""
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and all(isinstance(v, (str, int, float, bool)) for v in enum):
-        return Literal[tuple(enum)]
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
-    types = [_JSON_TYPES[k] for k in kinds if k in _JSON_TYPES]
-    if not types:
-        return Any
-    if len(types) == 1:
-        return types[0]
-    return typing.Union[tuple(types)]  # noqa: UP007 - built at run time from a list
-
-
 def _one_line(text: Any) -> str:
     return " ".join(str(text or "").split())
 
 
+def _call_syntax(name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """``name(arg, ..., key=value, ...)`` with Python literals: the call syntax every env parses."""
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(parts)})"
+
+
 def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
-    """A method ``name(self, **arguments) -> str`` that plays one call of ``tool``."""
+    """A method ``name(self, **arguments) -> str`` that plays one call of ``tool``.
+
+    The signature follows the tool's JSON schema (``list[str]``, ``Literal[...]``, defaults;
+    see :mod:`mtrl_gym.adapters.schema`); what a type hint cannot say (a nested object's
+    properties, a default, bounds) is written into the argument's ``Args:`` line as JSON.
+    """
     fn = tool.get("function", tool)
     name = str(fn.get("name", ""))
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
@@ -120,38 +117,47 @@ def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
         raise ConfigError(f"tool name {name!r} clashes with TRL's environment method of the same name; "
                           "rename the tool in the env")
     params = fn.get("parameters") or {}
-    props: dict[str, Any] = dict(params.get("properties") or {})
-    required = [p for p in params.get("required") or [] if p in props]
+    props = params.get("properties") if isinstance(params, Mapping) else None
+    props = {str(k): v if isinstance(v, Mapping) else {} for k, v in props.items()} if isinstance(props, Mapping) else {}
+    listed = params.get("required") if isinstance(params, Mapping) else None
+    required = [p for p in listed if p in props] if isinstance(listed, list) else []
     optional = [p for p in props if p not in required]
+    order = [*required, *optional]
     for arg in props:
         if not arg.isidentifier() or keyword.iskeyword(arg) or arg == "self":
             raise ConfigError(f"argument {arg!r} of tool {name!r} is not a Python identifier; rename it in the env")
 
     def method(self, *args: Any, **kwargs: Any) -> str:
-        # The declared signature is for the schema only: a call with wrong arguments still
+        # The declared signature is for the schema only: the env gets exactly the arguments
+        # given (defaults are the env's business), and a call with wrong arguments still
         # reaches the env, which answers with its usual observation and format flag.
-        for arg, value in zip([*required, *optional], args):
-            kwargs.setdefault(arg, value)
-        arguments = {k: v for k, v in kwargs.items() if not (k in optional and v is None)}
+        if args and (len(args) > len(order) or any(arg in kwargs for arg in order[:len(args)])):
+            # too many positional arguments, or one given twice: the env's parser says which
+            return self._play(_call_syntax(name, args, kwargs))
+        arguments = dict(zip(order, args))
+        arguments.update(kwargs)
         return self._call(name, arguments)
 
     annotations: dict[str, Any] = {}
     parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    for arg in required:
-        annotations[arg] = _python_type(props[arg])
-        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                            annotation=annotations[arg]))
-    for arg in optional:
-        hint = _python_type(props[arg])
-        annotations[arg] = hint if hint is Any else typing.Optional[hint]  # noqa: UP045
-        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                                            annotation=annotations[arg]))
+    for arg in order:
+        hint = annotation(props[arg])
+        default = inspect.Parameter.empty
+        if arg in optional:
+            default = props[arg].get("default")
+            if default is None and hint is not Any:
+                hint = typing.Optional[hint]  # noqa: UP045 - built at run time
+        annotations[arg] = hint
+        parameters.append(inspect.Parameter(arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                            annotation=hint))
     annotations["return"] = str
     lines = [_one_line(fn.get("description")) or f"Call the {name} tool.", ""]
     if props:
         lines.append("Args:")
-        lines += [f"    {arg}: {_one_line(props[arg].get('description')) or f'The {arg} argument.'}"
-                  for arg in [*required, *optional]]
+        for arg in order:
+            text = _one_line(props[arg].get("description")) or f"The {arg} argument."
+            note = schema_note(props[arg])
+            lines.append(f"    {arg}: {text} ({note})" if note else f"    {arg}: {text}")
         lines.append("")
     lines += ["Returns:", "    The environment's reply."]
     method.__name__ = method.__qualname__ = name
@@ -201,9 +207,12 @@ class MtrlToolEnvironment:
         return self._episode.outcome()
 
     def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        return self._play(tool_call_text(name, arguments))
+
+    def _play(self, text: str) -> str:
         if not self._episode.started:
             self._episode.reset(EpisodeTask(seed=0))
-        return self._episode.call(name, arguments)
+        return self._episode.step(text)
 
     @property
     def episode(self) -> EnvEpisode:
@@ -309,22 +318,43 @@ def _task_of(prompt: Any) -> EpisodeTask:
                       "mtrl_gym.adapters.trl.rollout_dataset(...)")
 
 
+def _tokenizer_of(trainer):
+    processing = trainer.processing_class
+    return getattr(processing, "tokenizer", None) or processing  # a processor (VLM) holds its tokenizer
+
+
 class _TrainerSampler:
-    """Our sampler interface over TRL's own generation (one completion per request)."""
+    """Our sampler interface over TRL's own generation, through its public API only.
+
+    vLLM (``trainer.use_vllm``): ``trainer.vllm_generation.generate``; else the trainer's
+    model with ``trl.models.unwrap_model_for_generation`` and ``trainer.generation_config``.
+    With several processes, generation is a collective (vLLM server mode gathers every
+    process's prompts; DeepSpeed ZeRO-3 gathers the weights), so every process must call it
+    the same number of times with the same number of prompts: each call first gathers the
+    processes' prompt counts and pads to the largest, and :meth:`finish` keeps a process
+    that is done joining the others' calls until every process is done.
+    """
 
     name = "trl"
 
     def __init__(self, trainer) -> None:
         self.trainer = trainer
-        tok = getattr(trainer, "_tokenizer", None) or trainer.processing_class
-        self.eos_token_ids = tuple(int(t) for t in (getattr(trainer, "eos_token_ids", None) or [tok.eos_token_id]))
+        self.tokenizer = _tokenizer_of(trainer)
+        ids = getattr(trainer, "eos_token_ids", None) or [self.tokenizer.eos_token_id]
+        self.eos_token_ids = tuple(int(t) for t in ids if t is not None)
         self.saw_logprobs = True
+        self.calls = 0
+        accelerator = getattr(trainer, "accelerator", None)
+        self.processes = int(getattr(accelerator, "num_processes", 1) or 1)
+        self._pad: list[int] = [self.eos_token_ids[0]] if self.eos_token_ids else [0]
 
     def sample(self, requests):
         from mtrl_gym.rollout.samplers.base import SampleResult
 
         prompts = [list(r.prompt_ids) for r in requests]
-        completion_ids, logprobs = self.trainer._generate_single_turn(prompts, None, {}, 1)
+        if prompts and prompts[0]:
+            self._pad = prompts[0][:1]
+        completion_ids, logprobs = self._generate(prompts)
         if logprobs is None:
             self.saw_logprobs = False
         results = []
@@ -337,6 +367,63 @@ class _TrainerSampler:
             finish = "stop" if ids and ids[-1] in self.eos_token_ids else "length"
             results.append(SampleResult(ids, lps, finish, prompt_tokens=len(req.prompt_ids)))
         return results
+
+    def _generate(self, prompts: list[list[int]]):
+        """Generate for ``prompts`` in step with the other processes (see the class docstring)."""
+        n = len(prompts)
+        if self.processes > 1:
+            from accelerate.utils import gather_object
+
+            most = max(int(c) for c in gather_object([n]))
+            if most == 0:
+                return [], None
+            prompts = prompts + [list(self._pad)] * (most - n)
+        self.calls += 1
+        completion_ids, logprobs = self._backend(prompts)
+        return completion_ids[:n], (logprobs[:n] if logprobs is not None else None)
+
+    def finish(self) -> None:
+        """Join the other processes' generation calls until all of them are done (one process: nothing)."""
+        while self.processes > 1:
+            from accelerate.utils import gather_object
+
+            most = max(int(c) for c in gather_object([0]))
+            if most == 0:
+                return
+            self.calls += 1
+            self._backend([list(self._pad)] * most)
+
+    def _backend(self, prompts: list[list[int]]):
+        trainer = self.trainer
+        if getattr(trainer, "use_vllm", False):
+            _, completion_ids, logprobs, _ = trainer.vllm_generation.generate(prompts=prompts, images=None,
+                                                                               num_generations=1)
+            # vLLM gives per-token top-k log-probs; the first is the sampled token's
+            logprobs = [[lp[0] for lp in seq] for seq in logprobs] if logprobs is not None else None
+            return completion_ids, logprobs
+        return self._transformers_generate(prompts), None
+
+    def _transformers_generate(self, prompts: list[list[int]]) -> list[list[int]]:
+        import torch
+        from trl.models import unwrap_model_for_generation
+
+        trainer = self.trainer
+        pad = self.tokenizer.pad_token_id
+        pad = int(pad if pad is not None else self._pad[0])
+        width = max(len(p) for p in prompts)
+        device = trainer.accelerator.device
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+        gather = bool(getattr(trainer.args, "ds3_gather_for_generation", True))
+        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
+                                         gather_deepspeed3_params=gather) as model, torch.no_grad():
+            out = model.generate(input_ids=input_ids, attention_mask=attention,
+                                 generation_config=trainer.generation_config)
+        completions = []
+        for row in out[:, width:].tolist():
+            ends = [i for i, t in enumerate(row) if t in self.eos_token_ids]
+            completions.append(row[:ends[0] + 1] if ends else row)
+        return completions
 
     def end_session(self, session_id: str) -> None:
         pass
@@ -361,9 +448,12 @@ class RolloutFunc:
 
     Each row of the result holds one episode: its first prompt's ids, then every sampled
     and env token after it (``env_mask`` 0 on env tokens), up to the last sampled token
-    (the final env reply carries no training signal and is left out). Consecutive copies
-    of a prompt (TRL repeats each ``num_generations`` times) form one group, played with
-    the same reset seed and task. ``logprobs`` are the backend's sampling log-probs, or
+    (the final env reply carries no training signal and is left out). Every row resets
+    with its own prompt's seed and task, so the ``num_generations`` copies of a prompt
+    (TRL repeats each) play the same task. All rows are played together: one generation
+    call per turn for the batch (:attr:`generate_calls` after a call), and with several
+    processes every process makes the same calls (padded to the largest batch), so
+    collective generation (vLLM server mode, ZeRO-3) cannot deadlock. ``logprobs`` are the backend's sampling log-probs, or
     ``None`` when the backend gives none (transformers generation), as in TRL itself.
     """
 
@@ -378,29 +468,29 @@ class RolloutFunc:
         self.config = RolloutConfig(max_turns=max_turns, max_episode_tokens=max_episode_tokens,
                                     reply_mode=reply_mode, env_kwargs=dict(env_kwargs or {}), seed=0)
         self.last_trajectories: list = []
+        #: Generation calls of the last batch (one per turn of its longest episode).
+        self.generate_calls = 0
 
     def __call__(self, prompts: Sequence[Any], trainer) -> dict[str, list]:
         import dataclasses
 
-        from mtrl_gym.rollout.engine import collect
+        from mtrl_gym.rollout.engine import RolloutEngine
         from mtrl_gym.rollout.samplers.base import SamplingParams
 
         sampler = _TrainerSampler(trainer)
-        tokenizer = getattr(trainer, "_tokenizer", None) or trainer.processing_class
-        sampling = SamplingParams(temperature=float(getattr(trainer, "temperature", 1.0) or 0.0),
-                                  max_new_tokens=int(getattr(trainer, "max_completion_length", 256) or 256))
+        tokenizer = sampler.tokenizer
+        args = getattr(trainer, "args", None)
+        sampling = SamplingParams(temperature=float(getattr(args, "temperature", 1.0) or 0.0),
+                                  max_new_tokens=int(getattr(args, "max_completion_length", 256) or 256))
         tasks = [_task_of(p) for p in prompts]
-        groups: list[tuple[EpisodeTask, int]] = []
-        for task in tasks:
-            if groups and groups[-1][0] == task:
-                groups[-1] = (task, groups[-1][1] + 1)
-            else:
-                groups.append((task, 1))
-        trajectories = []
-        for task, size in groups:
-            config = dataclasses.replace(self.config, group_size=size, sampling=sampling)
-            trajectories += collect(self.env_id, [task.row], sampler, tokenizer, config=config, seed=task.seed,
-                                    wrappers=self.wrappers)
+        # every row of the batch in one engine call: one generation call per turn for all of them
+        config = dataclasses.replace(self.config, group_size=1, sampling=sampling)
+        try:
+            with RolloutEngine(self.env_id, sampler, tokenizer, config, wrappers=self.wrappers) as engine:
+                trajectories = engine.collect([t.row for t in tasks], seed=0, reset_seeds=[t.seed for t in tasks])
+        finally:
+            sampler.finish()
+        self.generate_calls = sampler.calls
         self.last_trajectories = trajectories
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
                                 "env_reward": [], "env_failed": []}

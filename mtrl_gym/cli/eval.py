@@ -193,7 +193,7 @@ def build_runs(args, out_dir: str | None = None, log=None):
     setting is reported through ``log``.
     """
     from mtrl_gym.error import ConfigError
-    from mtrl_gym.eval import parse_run
+    from mtrl_gym.evaluation import parse_run
     from mtrl_gym.evaluation.serving import differences
 
     log = log or (lambda text: print(text, file=sys.stderr))
@@ -231,7 +231,7 @@ def build_runs(args, out_dir: str | None = None, log=None):
 
 def run(args) -> int:
     from mtrl_gym.error import ConfigError
-    from mtrl_gym.eval import EvalConfig, ModelPool, default_out_dir, evaluate, text_table
+    from mtrl_gym.evaluation import EvalConfig, ModelPool, default_out_dir, evaluate, text_table
 
     if args.resume and not args.out:
         raise ConfigError("--resume needs --out DIR (the folder of the evaluation to continue)")

@@ -40,8 +40,9 @@ def make_rows(env_id: str, n: int, *, seed: int | None = None, split: str = "tra
     from mtrl_gym.datasets import parse_options
     from mtrl_gym.envs.profile import profile_of
     from mtrl_gym.error import ConfigError
+    from mtrl_gym.registry import normalize_id
 
-    profile = profile_of(env_id.removeprefix("mtrl_gym:"))
+    profile = profile_of(normalize_id(env_id))
     if not profile.splits:
         raise ConfigError(f"{env_id} declares no named task splits (its profile has none), so there is "
                           "nothing to write; its tasks come from reset seeds")

@@ -258,7 +258,7 @@ def _check_model(name: str) -> None:
     import os
 
     from mtrl_gym.error import ConfigError, DependencyNotInstalled
-    from mtrl_gym.models import EMBEDDED_MODELS, canonical_name, list_models
+    from mtrl_gym.models import EMBEDDED_MODELS, canonical_name, check_hub_model, list_models
 
     for package, hint in (("torch", 'pip install torch "mtrl-gym[train]"'), ("transformers", None),
                           ("peft", None)):
@@ -280,6 +280,8 @@ def _check_model(name: str) -> None:
         if not (path / "config.json").is_file():
             raise ConfigError(f"model {name!r}: the folder holds no config.json; is it a transformers model "
                               "folder (save_pretrained)?")
+    else:  # a hub id: in the local cache, or known to a reachable hub (one short try, not a long retry)
+        check_hub_model(name)
 
 
 def _check_sampler(sampler: str) -> None:

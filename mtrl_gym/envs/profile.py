@@ -43,7 +43,7 @@ import gymnasium
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["EnvProfile", "TextPolicy", "profile_of", "SplitFn", "PolicyFactory"]
+__all__ = ["EnvProfile", "TextPolicy", "profile_of", "task_validator", "SplitFn", "PolicyFactory"]
 
 #: ``fn(n, seed, **options) -> task rows`` of one named split.
 SplitFn = Callable[..., list[dict[str, Any]]]
@@ -94,6 +94,10 @@ class EnvProfile:
     """``fn() -> texts``: the closed set of values an action's free argument can take (Wordle:
     every allowed guess), for dictionary-constrained decoding (``RunSpec.constrained``);
     ``None``: the env has no closed vocabulary."""
+    secret: Callable[[Any], Any] | None = None
+    """``fn(env) -> value`` read after reset: what the agent must not learn before the final step
+    (Wordle: the answer word); a list names several. The test kit's ``leak`` check searches
+    every observation and ``info`` for it (``mtrl-gym check``; :mod:`mtrl_gym.testing.secret`)."""
     evaluation_only: bool = False
     """Every task of this env is for evaluation only (e.g. a benchmark whose licence forbids
     training): the trainer and demonstrations refuse the env."""
@@ -123,15 +127,19 @@ class EnvProfile:
                               f"demonstrations; use {' or '.join(map(repr, others)) or 'a task file'}")
         return self.tasks(split, n, seed, **options)
 
-    def policy(self, name: str, env: gymnasium.Env, **options: Any) -> TextPolicy:
-        """The reference policy ``name`` for ``env`` (``options`` go to its factory)."""
-        try:
-            factory = self.reference_policies[name]
-        except KeyError:
-            known = ", ".join(map(repr, self.reference_policies)) or "none"
-            raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; "
-                              f"it has: {known}") from None
-        return factory(env, **options)
+    def policy(self, name: str, env: gymnasium.Env, *, fallbacks: Mapping[str, PolicyFactory] | None = None,
+               **options: Any) -> TextPolicy:
+        """The reference policy ``name`` for ``env`` (``options`` go to its factory).
+
+        This is the one lookup of a reference policy by name. ``fallbacks`` are policies any
+        env can be played with (evaluation's generic ``random``); the profile's own win. An
+        unknown name raises :class:`~mtrl_gym.error.ConfigError` listing the known ones.
+        """
+        policies = {**(fallbacks or {}), **self.reference_policies}
+        if name not in policies:
+            known = ", ".join(sorted(policies)) or "none"
+            raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; it has: {known}")
+        return policies[name](env, **options)
 
 
 def _env_class(target: Any) -> Any:
@@ -142,9 +150,9 @@ def _env_class(target: Any) -> Any:
         if registry.is_multiagent(target):  # PettingZoo envs: the module defines profile()
             import importlib
 
-            return importlib.import_module(registry.MULTIAGENT_SPECS[target.removeprefix("mtrl_gym:")][0])
+            return importlib.import_module(registry.MULTIAGENT_SPECS[registry.normalize_id(target)][0])
 
-        spec = registry.spec(target) if target.removeprefix("mtrl_gym:").startswith(registry.NAMESPACE + "/") \
+        spec = registry.spec(target) if registry.normalize_id(target).startswith(registry.NAMESPACE + "/") \
             else gymnasium.spec(target)
         entry = spec.entry_point
         if isinstance(entry, str):
@@ -180,3 +188,14 @@ def profile_of(target: Any) -> EnvProfile:
     if profile.validate_task is None and callable(row_check):
         profile = dataclasses.replace(profile, validate_task=row_check)
     return profile
+
+
+def task_validator(env_id: str) -> Callable[[dict[str, Any]], Any] | None:
+    """The row check of an env id (its profile's ``validate_task``), or None when it has none.
+
+    Task-file readers pass it to :func:`mtrl_gym.datasets.read_tasks`, so a bad row is
+    reported with its file and line before a run starts. Works for any gymnasium id.
+    """
+    from mtrl_gym import registry
+
+    return profile_of(registry.normalize_id(env_id)).validate_task

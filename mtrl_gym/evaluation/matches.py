@@ -86,13 +86,13 @@ def evaluate_matches(env_id: str, runs: Sequence[RunSpec], *, opponents: Sequenc
     from mtrl_gym.envs.multiagent.seat import MATCH_OPPONENTS
     from mtrl_gym.error import ConfigError
     from mtrl_gym.evaluation.runner import default_out_dir, evaluate
-    from mtrl_gym.registry import is_multiagent, make_multiagent
+    from mtrl_gym.registry import is_multiagent, make_multiagent, normalize_id
 
     if not is_multiagent(env_id):
         raise ConfigError(f"{env_id!r} is not a multi-agent env; matches need one of "
                           "mtrl_gym.registry.list_multiagent_envs()")
     config = config or EvalConfig()
-    opponents = list(opponents or MATCH_OPPONENTS.get(env_id.removeprefix("mtrl_gym:"), ()))
+    opponents = list(opponents or MATCH_OPPONENTS.get(normalize_id(env_id), ()))
     if not opponents:
         raise ConfigError(f"give the opponents of {env_id} (reference policy names of its other seats)")
     probe = make_multiagent(env_id, **config.env_kwargs)

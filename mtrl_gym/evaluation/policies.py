@@ -29,7 +29,6 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.envs.random_policy import RandomToolPolicy
-from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.template import env_reply_messages
 from mtrl_gym.rollout.metrics import episode_metrics
 from mtrl_gym.rollout.trajectory import Trajectory, json_safe
@@ -47,14 +46,7 @@ def make_policy(name: str, env: gymnasium.Env):
     """The reference policy ``name`` for ``env``: one of its profile's, or the generic ``random``."""
     from mtrl_gym.envs.profile import profile_of
 
-    profile = profile_of(env)
-    if name in profile.reference_policies:
-        return profile.policy(name, env)
-    if name == "random":
-        return RandomToolPolicy()
-    known = sorted({*profile.reference_policies, "random"})
-    raise ConfigError(f"no reference policy {name!r} for {type(env.unwrapped).__name__}; it has: "
-                      f"{', '.join(known)}")
+    return profile_of(env).policy(name, env, fallbacks={"random": lambda env: RandomToolPolicy()})
 
 
 def play_episode(env: gymnasium.Env, policy, task: Mapping[str, Any] | None, *, seed: int, task_index: int,

@@ -2,9 +2,10 @@
 
 Episodes of a batch are sampled together, so they finish together: a bar of finished
 episodes sits at 0 for minutes and then jumps. :class:`EvalProgress` counts what moves
-instead. For a model run the bar counts sampled tokens (through the sampler's
-``on_tokens`` hook, which the HF sampler calls at every decoding step) and shows the turns
-sampled and the episodes finished; once episodes finish, the bar's total becomes their
+instead. For a model run it is an observer of the rollout engine
+(:class:`~mtrl_gym.rollout.observers.RolloutObserver`): the bar counts sampled tokens (the
+engine forwards the sampler's ``on_tokens`` callback, which the HF sampler calls at every
+decoding step) and shows the turns sampled and the episodes finished; once episodes finish, the bar's total becomes their
 mean token count times the episodes planned, so its rate and time left are real. After
 the first batch it prints one line with the time that batch took and the time the rest
 of the run should take at that pace, with how to shorten it. A reference policy (no
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
+
+from mtrl_gym.rollout.observers import RolloutObserver
 
 __all__ = ["EvalProgress", "format_duration"]
 
@@ -31,7 +32,7 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-class EvalProgress:
+class EvalProgress(RolloutObserver):
     """Progress of one run's ``episodes`` planned episodes (see the module docstring).
 
     Args:
@@ -52,7 +53,6 @@ class EvalProgress:
         self._start = time.monotonic()
         self._bar: Any = None
         self._tqdm: Any = None
-        self._sampler: Any = None
         if enabled and episodes > 0:
             try:
                 from tqdm.auto import tqdm
@@ -62,40 +62,20 @@ class EvalProgress:
 
     # ------------------------------------------------------------------ hooks
 
-    @contextmanager
-    def watch(self, sampler: Any) -> Iterator[None]:
-        """Count ``sampler``'s turns and tokens while the block runs (a model run)."""
-        saved_tokens = getattr(sampler, "on_tokens", None)
-        hooked = hasattr(sampler, "on_tokens")
-        own = vars(sampler).get("sample") if hasattr(sampler, "__dict__") else None
-        original_sample = sampler.sample
-
-        def sample(requests, *args, **kwargs):
-            self.turns += len(requests)
-            self._refresh()
-            return original_sample(requests, *args, **kwargs)
-
-        sampler.sample = sample
-        if hooked:
-            sampler.on_tokens = self.add_tokens
-        self._sampler = sampler
+    def start_sampling(self) -> None:
+        """A model run starts: the bar counts sampled tokens, and says how the run is batched."""
         self._open(unit="tok", total=None)
         if self._bar is not None and self.batch and self.batch < self.episodes:
             self._bar.write(f"{self.name}: {self.episodes} episodes, sampled {self.batch} at a time; the time the "
                             "rest takes is estimated after the first batch", file=sys.stderr)
-        try:
-            yield
-        finally:
-            if own is not None:
-                sampler.sample = own
-            else:
-                del sampler.sample  # the instance attribute; the class's method shows again
-            if hooked:
-                sampler.on_tokens = saved_tokens
-            self._sampler = None
 
-    def add_tokens(self, n: int) -> None:
-        """``n`` more tokens sampled (the sampler's ``on_tokens`` hook)."""
+    def on_sample(self, requests: int) -> None:
+        """The engine samples one turn of ``requests`` episodes."""
+        self.turns += requests
+        self._refresh()
+
+    def on_tokens(self, n: int) -> None:
+        """``n`` more tokens sampled (forwarded by the engine from the sampler's ``on_tokens``)."""
         self.tokens += int(n)
         if self._bar is not None:
             self._bar.update(int(n))

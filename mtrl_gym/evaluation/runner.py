@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 
 import gymnasium
 
+from mtrl_gym import registry
 from mtrl_gym.error import ConfigError, SamplerError
 from mtrl_gym.evaluation.backends import ModelPool
 from mtrl_gym.evaluation.policies import make_policy, play_episode
@@ -40,6 +42,8 @@ from mtrl_gym.evaluation.store import EvalStore
 from mtrl_gym.evaluation.summary import RunData, compare_runs, summarise_run
 from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks, tasks_digest
 from mtrl_gym.rollout.constraint import action_vocabulary
+from mtrl_gym.rollout.envs import failure_reward as min_reward_or_raise
+from mtrl_gym.rollout.envs import make_env
 from mtrl_gym.rollout.constraint import vocabulary_constraint as constraint_of
 from mtrl_gym.rollout.trajectory import Trajectory
 from mtrl_gym.wrappers.system_prompt import SystemPrompt
@@ -72,19 +76,12 @@ def default_out_dir() -> Path:
 
 
 def _env_maker(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gymnasium.Env]:
-    from mtrl_gym import registry
-
-    bare = env_id.removeprefix("mtrl_gym:")
-    if registry.is_multiagent(bare):  # one seat, the others played by env_kwargs["opponents"]
-        from mtrl_gym.envs.multiagent.seat import SeatEnv
-
-        return lambda: SeatEnv(bare, **env_kwargs)
-    if bare in registry.ENV_SPECS:
-        return lambda: registry.make(bare, **env_kwargs)
-    if bare in gymnasium.registry:
-        return lambda: gymnasium.make(bare, **env_kwargs)
-    registry.spec(env_id)  # raises UnknownEnv with close matches
-    raise AssertionError("unreachable")
+    """A factory of the bare env of ``env_id`` (a multi-agent id: one seat, the others played
+    by ``env_kwargs["opponents"]``); an unknown id raises here, with close matches."""
+    bare = registry.normalize_id(env_id)
+    if not (bare in registry.ENV_SPECS or registry.is_multiagent(bare) or bare in gymnasium.registry):
+        registry.spec(bare)  # raises UnknownEnv with close matches
+    return functools.partial(make_env, bare, env_kwargs)
 
 
 def _wrappers(config: EvalConfig, spec: RunSpec) -> list[Callable[[gymnasium.Env], gymnasium.Env]]:
@@ -97,19 +94,11 @@ def _wrappers(config: EvalConfig, spec: RunSpec) -> list[Callable[[gymnasium.Env
     return out
 
 
-def _make(maker, wrappers) -> gymnasium.Env:
-    env = maker()
-    for wrap in wrappers:
-        env = wrap(env)
-    return env
-
-
-def _failure_reward(env: gymnasium.Env) -> float:
-    low = (getattr(env.unwrapped, "reward_range", None) or (float("-inf"),))[0]
-    if not isinstance(low, (int, float)) or low == float("-inf"):
-        raise ConfigError(f"{type(env.unwrapped).__name__} has no finite minimum reward (reward_range[0]); "
-                          "failed episodes cannot be scored")
-    return float(low)
+def bare_failure_reward(env: gymnasium.Env) -> float:
+    """The outcome of a failed or unfinished episode: the bare env's minimum reward, whatever
+    training wrappers the evaluation applies."""
+    return min_reward_or_raise(env.unwrapped, what=type(env.unwrapped).__name__,
+                               fix="failed episodes cannot be scored")
 
 
 def _record(traj: Trajectory, run: str, failure_reward: float, save_tokens: bool) -> dict[str, Any]:
@@ -146,7 +135,7 @@ def vocabulary_constraint(env_id: str, spec: RunSpec, tokenizer):
     """The dictionary-decoding constraint of a ``constrained`` run: every text of the env's
     action vocabulary followed by the run's first stop string, those that fit in the run's
     ``max_new_tokens``."""
-    env_id = env_id.removeprefix("mtrl_gym:")
+    env_id = registry.normalize_id(env_id)
     return constraint_of(env_id, tokenizer, spec.serving.stop[0], max_tokens=spec.serving.max_new_tokens,
                          what=f"run {spec.name!r}: {env_id}")
 
@@ -162,8 +151,9 @@ def _play_model(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStor
                             max_episode_tokens=config.max_episode_tokens, time_budget_s=config.time_budget_s,
                             seed=config.seed, failure_reward=failure_reward, assistant_prefix=spec.serving.assistant_prefix)
     try:
-        with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec)) as engine, \
-                bar.watch(sampler):
+        bar.start_sampling()
+        with RolloutEngine(maker, sampler, tokenizer, rollout, wrappers=_wrappers(config, spec),
+                           observers=[bar]) as engine:
             _play_batches(spec, engine, tasks, config, store, done, failure_reward, bar)
     finally:
         if spec.kind == "endpoint":  # its own connection pool; loaded models are the pool's to release
@@ -211,7 +201,7 @@ def _play_batches(spec: RunSpec, engine, tasks, config: EvalConfig, store: EvalS
 
 def _play_policy(spec: RunSpec, maker, tasks, config: EvalConfig, store: EvalStore, done: set,
                  failure_reward: float, bar) -> None:
-    env = _make(maker, _wrappers(config, spec))
+    env = make_env(maker, wrappers=_wrappers(config, spec))
     try:
         policy = make_policy(spec.policy, env)
         for g, task in enumerate(tasks):
@@ -254,13 +244,13 @@ def _preflight(env_id: str, runs: Sequence[RunSpec], tasks, config: EvalConfig, 
     probe = maker()
     try:
         task_ids = check_tasks(probe, tasks, seed=config.seed)
-        failure_reward = _failure_reward(probe)
+        failure_reward = bare_failure_reward(probe)
         for spec in runs:
             resolve_system_prompt(spec.serving.system_prompt)
             if spec.kind == "policy":
                 make_policy(spec.policy, probe)
             if spec.serving.constrained:
-                action_vocabulary(probe, what=f"run {spec.name!r}: {env_id.removeprefix('mtrl_gym:')}")
+                action_vocabulary(probe, what=f"run {spec.name!r}: {registry.normalize_id(env_id)}")
         for spec in runs:
             pool.preflight(spec)
     finally:

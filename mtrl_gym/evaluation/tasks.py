@@ -54,7 +54,7 @@ def resolve_tasks(env_id: str, *, tasks: str | os.PathLike | Sequence[Mapping[st
         rows = _split(env_id, split, limit)
     elif isinstance(tasks, (str, os.PathLike)):
         from mtrl_gym.datasets import read_tasks
-        from mtrl_gym.registry import task_validator
+        from mtrl_gym.envs.profile import task_validator
 
         rows = read_tasks(tasks, required=(), validate=task_validator(env_id))
     else:

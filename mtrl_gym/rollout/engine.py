@@ -42,10 +42,11 @@ Typical use (see ``mtrl-gym rollout`` for a command line)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -55,15 +56,16 @@ import gymnasium
 import numpy as np
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.envs import EnvSource, failure_reward, make_env
+from mtrl_gym.rollout.observers import ProgressBar, RolloutObserver
 from mtrl_gym.rollout.template import REPLY_MODES, ChatRenderer, env_reply_messages
 from mtrl_gym.rollout.metrics import STOP_REASONS, aggregate_metrics, episode_metrics
 from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
 from mtrl_gym.rollout.sources.base import RolloutSource
 from mtrl_gym.rollout.trajectory import Trajectory, json_safe
 
-__all__ = ["RolloutConfig", "RolloutEngine", "collect", "aggregate_metrics", "STOP_REASONS", "UNFINISHED_STOPS"]
-
-EnvSource = str | Callable[[], gymnasium.Env]
+__all__ = ["RolloutConfig", "RolloutEngine", "EpisodeState", "collect", "aggregate_metrics", "failure_text",
+           "STOP_REASONS", "UNFINISHED_STOPS"]
 
 #: Stop reasons of episodes that ended without an outcome (see ``RolloutConfig.unfinished_reward``).
 UNFINISHED_STOPS = frozenset({"truncated", "max_turns", "token_budget", "context_length"})
@@ -149,7 +151,10 @@ class _EnvFailure(Exception):
 
 
 @dataclass
-class _Episode:
+class EpisodeState:
+    """One episode in flight: its env, the trajectory so far, its sampler session, time and
+    counters. The engine's turn loop (and a subclass's, such as multi-agent self-play) drives it."""
+
     env: gymnasium.Env
     traj: Trajectory
     session: str
@@ -176,16 +181,21 @@ class RolloutEngine(RolloutSource):
         tokenizer: the sampled model's tokenizer (chat template, decoding).
         config: a :class:`RolloutConfig`; keyword arguments override its fields.
         wrappers: callables ``env -> env`` applied, in order, to every env made.
+        observers: :class:`~mtrl_gym.rollout.observers.RolloutObserver` s told about every
+            sampler call, sampled token and turn (progress bars, logging).
     """
 
     def __init__(self, env: EnvSource, sampler: Sampler, tokenizer, config: RolloutConfig | None = None, *,
-                 wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = (), **overrides: Any):
+                 wrappers: Sequence[Callable[[gymnasium.Env], gymnasium.Env]] = (),
+                 observers: Sequence[RolloutObserver] = (), **overrides: Any):
         config = config or RolloutConfig()
         self.config = dataclasses.replace(config, **overrides) if overrides else config
         self.env_source = env
         self.env_id = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
         self.sampler = sampler
         self.wrappers = tuple(wrappers)
+        self.observers = list(observers)
+        self._watching = self.observers  # during collect: also the progress bar
         ends = set(getattr(sampler, "eos_token_ids", ()) or ())
         if tokenizer.eos_token_id is not None:
             ends.add(int(tokenizer.eos_token_id))
@@ -205,27 +215,12 @@ class RolloutEngine(RolloutSource):
     # ------------------------------------------------------------------ setup
 
     def _make_env(self) -> gymnasium.Env:
-        if isinstance(self.env_source, str):
-            from mtrl_gym import registry
-
-            if self.env_source.removeprefix("mtrl_gym:") in registry.ENV_SPECS:
-                env = registry.make(self.env_source, **self.config.env_kwargs)
-            else:
-                env = gymnasium.make(self.env_source, **self.config.env_kwargs)
-        else:
-            env = self.env_source()
-        for wrap in self.wrappers:
-            env = wrap(env)
-        return env
+        return make_env(self.env_source, self.config.env_kwargs, self.wrappers)
 
     def _failure_reward(self, env: gymnasium.Env) -> float:
         if self.config.failure_reward is not None:
             return float(self.config.failure_reward)
-        low = (_wrapper_attr(env, "reward_range") or (-np.inf, np.inf))[0]
-        if not np.isfinite(low):
-            raise ConfigError(f"environment {self.env_id!r} has no finite minimum reward "
-                              f"(reward_range[0] = {low}); pass failure_reward= to the rollout config")
-        return float(low)
+        return failure_reward(env, what=f"environment {self.env_id!r}", fix="pass failure_reward= to the rollout config")
 
     def close(self) -> None:
         """Close the pooled envs and threads."""
@@ -247,7 +242,8 @@ class RolloutEngine(RolloutSource):
     # ------------------------------------------------------------------ main loop
 
     def collect(self, tasks: Sequence[Mapping[str, Any] | None], *, seed: int | None = None,
-                on_episode: Callable[[Trajectory], None] | None = None, group_offset: int = 0) -> list[Trajectory]:
+                on_episode: Callable[[Trajectory], None] | None = None, group_offset: int = 0,
+                reset_seeds: Sequence[int] | None = None) -> list[Trajectory]:
         """Play ``group_size`` episodes of every task; trajectories in (task, sample) order.
 
         ``seed``: group ``g`` resets with ``seed + g``; sampling seeds derive from it too, so
@@ -257,13 +253,18 @@ class RolloutEngine(RolloutSource):
         ``group_offset``: ``tasks`` are groups ``group_offset, group_offset + 1, ...`` of a
         larger batch (a shard played by a worker): group ids, reset seeds and sampling seeds
         are those the whole batch would give them.
+        ``reset_seeds``: the reset seed of each task's group instead of ``seed + g`` (tasks
+        whose seeds come from elsewhere, e.g. a dataset column).
         """
         base = self._base_seed(seed)
         run = uuid.uuid4().hex[:12]
         if group_offset < 0:
             raise ConfigError(f"`group_offset` must be >= 0, got {group_offset!r}")
-        episodes = [self._start(task, group_offset + g, k, base, run) for g, task in enumerate(tasks)
-                    for k in range(self.config.group_size)]
+        if reset_seeds is not None and len(reset_seeds) != len(tasks):
+            raise ConfigError(f"`reset_seeds` needs one seed per task: {len(reset_seeds)} for {len(tasks)} tasks")
+        episodes = [self._start(task, group_offset + g, k, base, run,
+                                None if reset_seeds is None else int(reset_seeds[g]))
+                    for g, task in enumerate(tasks) for k in range(self.config.group_size)]
         released: set[int] = set()
 
         def release_finished() -> None:
@@ -274,22 +275,47 @@ class RolloutEngine(RolloutSource):
                     if on_episode is not None:
                         on_episode(e.traj)
 
-        bar = _Progress.open(len(episodes), self.sampler) if self.config.progress else None
+        bar = ProgressBar.open(len(episodes)) if self.config.progress else None
+        self._watching = [*self.observers, bar] if bar is not None else self.observers
         try:
             release_finished()
             while live := [e for e in episodes if not e.done]:
                 self._sample_turn(live, base)
                 self._step_envs([e for e in live if not e.done])
                 release_finished()
-                if bar is not None:
-                    bar.after_turn(episodes)
+                finished = sum(e.done for e in episodes)
+                for observer in self._watching:
+                    observer.on_turn([e.traj for e in episodes], finished)
         finally:
+            self._watching = self.observers
             if bar is not None:
                 bar.close()
             for i, e in enumerate(episodes):
                 if i not in released:
                     self._release(e)
         return [e.traj for e in episodes]
+
+    @contextlib.contextmanager
+    def _tokens_to_observers(self) -> Iterator[None]:
+        """Forward the sampler's ``on_tokens`` callback (if it has one) to the observers while
+        a sampler call runs, chaining a callback already set; the sampler is left as it was."""
+        if not self._watching or not hasattr(self.sampler, "on_tokens"):
+            yield
+            return
+        saved = self.sampler.on_tokens
+        observers = list(self._watching)
+
+        def forward(n: int) -> None:
+            if saved is not None:
+                saved(n)
+            for observer in observers:
+                observer.on_tokens(n)
+
+        self.sampler.on_tokens = forward
+        try:
+            yield
+        finally:
+            self.sampler.on_tokens = saved
 
     def _base_seed(self, seed: int | None) -> int:
         self._calls += 1
@@ -301,23 +327,24 @@ class RolloutEngine(RolloutSource):
             return int(np.random.SeedSequence().generate_state(1)[0])
         return int(np.random.SeedSequence([self.config.seed, self._calls]).generate_state(1)[0])
 
-    def _start(self, task, g: int, k: int, base: int, run: str) -> _Episode:
+    def _start(self, task, g: int, k: int, base: int, run: str, reset_seed: int | None = None) -> EpisodeState:
         row_id = str(task.get("id", "")) if isinstance(task, Mapping) else ""
-        traj = Trajectory(task_id=row_id, env_id=self.env_id, group_id=g, sample_index=k, seed=base + g)
+        reset_seed = base + g if reset_seed is None else reset_seed
+        traj = Trajectory(task_id=row_id, env_id=self.env_id, group_id=g, sample_index=k, seed=reset_seed)
         env = self._idle_envs.pop() if self._idle_envs else None
-        ep = _Episode(env=env, traj=traj, session=f"{run}-{g}-{k}", start=time.monotonic())
+        ep = EpisodeState(env=env, traj=traj, session=f"{run}-{g}-{k}", start=time.monotonic())
         try:
             if ep.env is None:
                 ep.env = self._make_env()
             options = {"task": dict(task)} if task is not None else None
-            obs, info = self._call(ep, lambda: ep.env.reset(seed=base + g, options=options))
+            obs, info = self._call(ep, lambda: ep.env.reset(seed=reset_seed, options=options))
         except Exception as e:  # noqa: BLE001 - a broken reset is a failed episode
-            self._fail(ep, _reason("env reset", e), getattr(e, "stop", "failed"))
+            self._fail(ep, failure_text("env reset", e), getattr(e, "stop", "failed"))
             return ep
         self._open(ep, obs, info, row_id)
         return ep
 
-    def _open(self, ep: _Episode, obs: Any, info: Mapping[str, Any], row_id: str = "") -> None:
+    def _open(self, ep: EpisodeState, obs: Any, info: Mapping[str, Any], row_id: str = "") -> None:
         """Render an episode's first prompt (system prompt, tools, first observation) from a reset's result."""
         traj = ep.traj
         traj.task_id = str(info.get("task_id") or row_id)
@@ -327,7 +354,7 @@ class RolloutEngine(RolloutSource):
         try:
             traj.token_ids = self.renderer.prompt_ids(traj.messages, ep.tools)
         except Exception as e:  # noqa: BLE001 - the chat template rejected the first prompt
-            self._fail(ep, _reason("first prompt", e))
+            self._fail(ep, failure_text("first prompt", e))
             return
         traj.loss_mask = [0] * len(traj.token_ids)
         traj.logprobs = [0.0] * len(traj.token_ids)
@@ -342,13 +369,13 @@ class RolloutEngine(RolloutSource):
             return int(limit), "context_length"
         return self.config.max_episode_tokens, "token_budget"
 
-    def _room(self, ep: _Episode) -> int:
+    def _room(self, ep: EpisodeState) -> int:
         """Tokens that can still be sampled this turn (after the assistant prefix, if any)."""
         return self._budget()[0] - len(ep.traj.token_ids) - len(self._prefix_ids)
 
     # ------------------------------------------------------------------ sampling
 
-    def _sample_turn(self, live: list[_Episode], base: int) -> None:
+    def _sample_turn(self, live: list[EpisodeState], base: int) -> None:
         requests = []
         for ep in live:
             t = ep.traj
@@ -361,21 +388,24 @@ class RolloutEngine(RolloutSource):
             params = dataclasses.replace(self.config.sampling, seed=seed,
                                          max_new_tokens=min(self.config.sampling.max_new_tokens, room))
             requests.append(SampleRequest(list(t.token_ids), params, session_id=ep.session))
+        for observer in self._watching:
+            observer.on_sample(len(requests))
         started = time.monotonic()
         try:
-            results = self.sampler.sample(requests)
+            with self._tokens_to_observers():
+                results = self.sampler.sample(requests)
             if len(results) != len(requests):
                 raise RuntimeError(f"sampler returned {len(results)} results for {len(requests)} requests")
         except Exception as e:  # noqa: BLE001 - a sampler crash fails these episodes, not the run
             for ep in live:
-                self._fail(ep, _reason("sampler", e))
+                self._fail(ep, failure_text("sampler", e))
             return
         for ep in live:
             ep.elapsed += time.monotonic() - started
         for ep, result in zip(live, results):
             self._record_turn(ep, result)
 
-    def _record_turn(self, ep: _Episode, result: SampleResult) -> None:
+    def _record_turn(self, ep: EpisodeState, result: SampleResult) -> None:
         t = ep.traj
         t.prefill_tokens += result.prefill_tokens
         t.cached_tokens += result.cached_tokens
@@ -397,7 +427,7 @@ class RolloutEngine(RolloutSource):
 
     # ------------------------------------------------------------------ env steps
 
-    def _step_envs(self, live: list[_Episode]) -> None:
+    def _step_envs(self, live: list[EpisodeState]) -> None:
         if self._pool is None:
             outcomes = []
             for ep in live:
@@ -413,14 +443,14 @@ class RolloutEngine(RolloutSource):
             outcomes = [self._wait(ep, f, started) for ep, f in zip(live, futures)]
         for ep, outcome in zip(live, outcomes):
             if isinstance(outcome, Exception):
-                self._fail(ep, _reason("env step", outcome), getattr(outcome, "stop", "failed"))
+                self._fail(ep, failure_text("env step", outcome), getattr(outcome, "stop", "failed"))
                 continue
             try:
                 self._after_step(ep, *outcome)
             except Exception as e:  # noqa: BLE001 - e.g. a reply the chat template cannot render
-                self._fail(ep, _reason("env reply", e))
+                self._fail(ep, failure_text("env reply", e))
 
-    def _after_step(self, ep: _Episode, obs, reward, terminated, truncated, info) -> None:
+    def _after_step(self, ep: EpisodeState, obs, reward, terminated, truncated, info) -> None:
         t = ep.traj
         t.turn_rewards.append(float(reward))
         ep.tool_calls += len(info.get("tool_calls") or [])
@@ -455,7 +485,7 @@ class RolloutEngine(RolloutSource):
         t.loss_mask.extend([0] * len(ids))
         t.logprobs.extend([0.0] * len(ids))
 
-    def _check_time(self, ep: _Episode) -> bool:
+    def _check_time(self, ep: EpisodeState) -> bool:
         """Fail the episode if it is over its time budget; True when it was."""
         budget = self.config.time_budget_s
         if budget is not None and not ep.done and ep.elapsed > budget:
@@ -463,7 +493,7 @@ class RolloutEngine(RolloutSource):
             return True
         return ep.done
 
-    def _call(self, ep: _Episode, fn):
+    def _call(self, ep: EpisodeState, fn):
         started = time.monotonic()
         if self._pool is None:
             try:
@@ -475,7 +505,7 @@ class RolloutEngine(RolloutSource):
             raise outcome
         return outcome
 
-    def _wait(self, ep: _Episode, future, started: float):
+    def _wait(self, ep: EpisodeState, future, started: float):
         """The result of an env call run by the pool, or the exception it raised / timed out with."""
         timeout, stop = self.config.env_timeout_s, "failed"
         if self.config.time_budget_s is not None:
@@ -495,7 +525,7 @@ class RolloutEngine(RolloutSource):
 
     # ------------------------------------------------------------------ endings
 
-    def _finish(self, ep: _Episode, stop: str) -> None:
+    def _finish(self, ep: EpisodeState, stop: str) -> None:
         ep.done = True
         ep.traj.stop_reason = stop
         ep.traj.reward = float(sum(ep.traj.turn_rewards))
@@ -503,13 +533,13 @@ class RolloutEngine(RolloutSource):
         if stop in UNFINISHED_STOPS and rule != "sum":
             ep.traj.reward = self.failure_reward if rule == "min" else float(rule)
 
-    def _fail(self, ep: _Episode, reason: str, stop: str = "failed") -> None:
+    def _fail(self, ep: EpisodeState, reason: str, stop: str = "failed") -> None:
         t = ep.traj
         ep.done = True
         t.failed, t.failure_reason, t.stop_reason = True, reason, stop
         t.reward = self.failure_reward
 
-    def _release(self, ep: _Episode) -> None:
+    def _release(self, ep: EpisodeState) -> None:
         self.sampler.end_session(ep.session)
         t = ep.traj
         t.metrics = episode_metrics(t, tool_calls=ep.tool_calls, format_errors=ep.format_errors,
@@ -539,51 +569,10 @@ def _wrapper_attr(env: gymnasium.Env, name: str):
         return None
 
 
-def _reason(where: str, e: BaseException) -> str:
+def failure_text(where: str, e: BaseException) -> str:
+    """The ``failure_reason`` of an episode that failed at ``where`` (``"sampler"``, ``"env step"``, ...)."""
     text = str(e) or type(e).__name__
     return f"{where}: {type(e).__name__}: {text}" if not isinstance(e, _EnvFailure) else f"{where}: {text}"
-
-
-class _Progress:
-    """A tqdm bar of finished episodes with the turn and sampled-token count, refreshed during
-    sampling through the sampler's ``on_tokens`` hook when it has one (HFSampler)."""
-
-    def __init__(self, bar, sampler: Sampler):
-        self.bar, self.sampler = bar, sampler
-        self.turn = self.tokens = 0
-        self._shown = 0.0
-        self._hooked = hasattr(sampler, "on_tokens")
-        if self._hooked:
-            self._saved = sampler.on_tokens
-            sampler.on_tokens = self.add_tokens
-
-    @classmethod
-    def open(cls, total: int, sampler: Sampler) -> _Progress | None:
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            return None
-        return cls(tqdm(total=total, desc="episodes", unit="ep", leave=False), sampler)
-
-    def add_tokens(self, n: int) -> None:
-        self.tokens += n
-        if time.monotonic() - self._shown > 0.5:
-            self._show(self.turn + 1)  # the turn being sampled
-
-    def _show(self, turn: int) -> None:
-        self._shown = time.monotonic()
-        self.bar.set_postfix(turn=turn, sampled_tokens=self.tokens, refresh=True)
-
-    def after_turn(self, episodes: list[_Episode]) -> None:
-        self.bar.update(sum(e.done for e in episodes) - self.bar.n)
-        self.turn = max(e.traj.num_turns for e in episodes)
-        self.tokens = sum(e.traj.sampled_tokens for e in episodes)
-        self._show(self.turn)
-
-    def close(self) -> None:
-        if self._hooked:
-            self.sampler.on_tokens = self._saved
-        self.bar.close()
 
 
 def collect(env: EnvSource, tasks: Sequence[Mapping[str, Any] | None], sampler: Sampler, tokenizer, *,

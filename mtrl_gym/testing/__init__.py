@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mtrl_gym.testing.check import CheckReport, CheckResult, check_text_env
+from mtrl_gym.testing.check import check_text_env
+from mtrl_gym.testing.kit import CheckReport, CheckResult
 from mtrl_gym.testing.corpus import CATEGORIES, BadText, adversarial_texts
 from mtrl_gym.testing.cost import growth_ratio, step_seconds
 

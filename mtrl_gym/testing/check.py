@@ -5,13 +5,18 @@ Checks, each reported on one line (:class:`CheckReport`):
 * ``gymnasium``: Gymnasium's ``check_env`` passes with its warnings turned into failures;
 * ``corpus``: every case of :func:`~mtrl_gym.testing.corpus.adversarial_texts` is a legal
   action: no exception, the observation in the space, ``info`` writable as JSON, and
-  (with ``step_bound_s``) each step under the bound;
+  (with ``step_bound_s``) each step under the bound; the cases reach the action space's
+  declared ``max_length``;
 * ``determinism``: seeded episodes (a scripted one of corpus actions, and one of the env
-  profile's reference policy) give the same observations, rewards, flags and ``info`` in a
-  fresh interpreter with another ``PYTHONHASHSEED``;
-* ``leak`` (with ``secret=lambda env: ...``): the secret appears in no observation, no
-  ``info`` value (searched recursively) and not the system prompt before the final step,
-  over the scripted episode and the first step of every corpus case (injections ask for it).
+  profile's reference policy) give the same observations, rewards, flags and ``info``, and
+  the same secret after reset, in a fresh interpreter with another ``PYTHONHASHSEED``;
+* ``leak`` (with a secret: ``secret=``, a dotted path, or the env profile's ``secret``
+  hook): the secret appears in no observation, no ``info`` value (searched recursively)
+  and not the system prompt before the final step, over the scripted episode and the
+  first step of every corpus case (injections ask for it).
+
+A check that cannot run is listed in :attr:`CheckReport.skipped` with the reason (and as a
+``SKIP`` line): ``leak`` without a secret, ``determinism`` on an env instance.
 
 A failing ``corpus`` or ``leak`` check reports the failing example shrunk by hypothesis
 (:mod:`~mtrl_gym.testing.shrink`): the shortest text that fails the same way, or the
@@ -20,80 +25,43 @@ A PettingZoo env (a multi-agent id of the registry) goes to
 :func:`~mtrl_gym.testing.multiagent.check_multiagent_env`, its checks made per seat.
 
 >>> report = check_text_env("mtrl/Sandbox-Shop-v0", corpus_size=2_000, processes=False)
->>> report.ok, [c.name for c in report.checks]
-(True, ['gymnasium', 'corpus', 'determinism'])
+>>> report.ok, [c.name for c in report.checks], list(report.skipped)
+(True, ['gymnasium', 'corpus', 'determinism'], ['leak'])
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
-import sys
-import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["check_text_env", "CheckReport", "CheckResult", "scripted_episode", "determinism_record", "is_pettingzoo",
-           "seed_list"]
+from mtrl_gym.testing.kit import (
+    NO_SECRET,
+    CheckReport,
+    CheckResult,
+    Shrinking,
+    Views,
+    corpus_cases,
+    corpus_failure,
+    determinism_check,
+    one_line,
+    probe_script,
+    seed_list,
+    step_problem,
+)
+
+__all__ = ["check_text_env", "scripted_episode", "determinism_record", "is_pettingzoo"]
 
 #: Steps a reference policy may take in the determinism check.
 POLICY_STEPS = 60
-
-
-@dataclass
-class CheckResult:
-    """One check: its name, whether it passed, a one-line explanation and the shrunk failing example."""
-
-    name: str
-    ok: bool
-    detail: str = ""
-    example: Any = None
-    """The failing example after shrinking (a text, or a list of actions for a leak); None on a pass."""
-
-    def line(self) -> str:
-        return f"{'PASS' if self.ok else 'FAIL'}  {self.name:<12} {self.detail}"
-
-
-@dataclass
-class CheckReport:
-    """Every check run on one env."""
-
-    env_id: str
-    checks: list[CheckResult] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    def __str__(self) -> str:
-        return "\n".join([f"{self.env_id}:"] + ["  " + c.line() for c in self.checks])
-
-    def raise_on_failure(self) -> None:
-        """Raise ``AssertionError`` with the report when a check failed."""
-        if not self.ok:
-            raise AssertionError(str(self))
-
-
-@dataclass(frozen=True)
-class Shrinking:
-    """The budget of the hypothesis search that shrinks a failing example (``max_examples`` 0: off)."""
-
-    max_examples: int = 100
-    deadline_s: float = 10.0
 
 
 def _make(env_or_id: Any, env_kwargs: dict[str, Any]) -> Any:
     import gymnasium
 
     return gymnasium.make(env_or_id, **env_kwargs) if isinstance(env_or_id, str) else env_or_id
-
-
-def _one_line(error: BaseException, width: int = 200) -> str:
-    return f"{type(error).__name__}: {' '.join(str(error).split())[:width]}"
 
 
 def _play_policy(env: Any, env_id: str, name: str, seed: int) -> list[Any]:
@@ -136,32 +104,34 @@ def scripted_episode(env_id: str, seed: int, actions: Sequence[str], env_kwargs:
     return json_line(steps)
 
 
+def secret_record(env_id: str, seed: int, kwargs: dict[str, Any], secret: str) -> list[Any]:
+    """The secret(s) after a seeded reset, as JSON values (``secret``: a :attr:`~mtrl_gym.testing.secret.Secret.ref`)."""
+    import gymnasium
+
+    from mtrl_gym.serialization import json_line
+    from mtrl_gym.testing.leak import secret_values
+    from mtrl_gym.testing.secret import load_secret
+
+    env = gymnasium.make(env_id, **kwargs)
+    try:
+        env.reset(seed=seed)
+        return json.loads(json_line(secret_values(load_secret(secret, env_id)(env))))
+    finally:
+        env.close()
+
+
 def determinism_record(env_id: str, seeds: Sequence[int], actions: Sequence[str], kwargs: dict[str, Any],
-                       policies: Sequence[str]) -> str:
-    """The episodes of the determinism check as one JSON text: ``{label: episode}``."""
+                       policies: Sequence[str], secret: str | None = None) -> str:
+    """The episodes of the determinism check as one JSON text: ``{label: episode}``, and with
+    ``secret`` (a reference another process can load) ``{"seed N, secret": [values]}`` too."""
     out = {}
     for seed in seeds:
         out[f"seed {seed}"] = json.loads(scripted_episode(env_id, seed, actions, kwargs))
         for name in policies:
             out[f"seed {seed}, policy {name!r}"] = json.loads(scripted_episode(env_id, seed, (), kwargs, name))
+        if secret is not None:
+            out[f"seed {seed}, secret"] = secret_record(env_id, seed, kwargs, secret)
     return json.dumps(out, sort_keys=True)
-
-
-def _script(tools: list[Any]) -> list[str]:
-    from mtrl_gym.testing.corpus import adversarial_texts
-
-    small = [c.text for c in adversarial_texts(tools, size=300)]
-    return small[::5][:12]
-
-
-def seed_list(seed: int | Sequence[int]) -> list[int]:
-    """``seed`` as a non-empty list of ints, or :class:`~mtrl_gym.error.ConfigError`."""
-    from mtrl_gym.error import ConfigError
-
-    seeds = [seed] if isinstance(seed, int) else list(seed) if isinstance(seed, (list, tuple, range)) else None
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
-        raise ConfigError(f"`seed` must be an int >= 0 or a non-empty list of them, got {seed!r}")
-    return seeds
 
 
 def _policies(env_id: str, policies: Sequence[str] | None) -> list[str]:
@@ -197,7 +167,7 @@ def is_pettingzoo(env_or_id: Any) -> bool:
     return any(c.__module__.split(".")[0] == "pettingzoo" for c in type(env_or_id).__mro__)
 
 
-def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None, seed: int | Sequence[int] = 0,
+def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | str | None = None, seed: int | Sequence[int] = 0,
                    step_bound_s: float | None = None, corpus_size: int = 20_000,
                    env_kwargs: dict[str, Any] | None = None, processes: bool = True,
                    imports: Sequence[str] = (), policies: Sequence[str] | None = None,
@@ -208,10 +178,14 @@ def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None
         secret: ``secret(env) -> value`` read after each reset (e.g. ``lambda env: env.unwrapped.task["answer"]``),
             or a list of such values; its text (a non-string value: its JSON text, or the value itself inside
             ``info``) must not reach the agent before the final step. For a multi-agent env:
-            ``{seat: value or list of values}``.
+            ``{seat: value or list of values}``. Also a dotted path to such a function
+            (``"my_pkg.secrets:answer"``); None: the env profile's ``secret`` hook, or no leak check (the
+            report's ``skipped`` says so). A named function (not a lambda) is also read in the fresh
+            interpreter: the determinism check compares the secret too (:mod:`mtrl_gym.testing.secret`).
         seed: the seed of the corpus and leak checks; a list of seeds plays the determinism check on each.
         step_bound_s: fail a corpus case whose step takes longer (None: no time bound).
-        corpus_size: characters per corpus case.
+        corpus_size: characters per corpus case; the cases that grow with it are played again at the
+            action space's ``max_length`` when that is larger (an env must take every text its space admits).
         processes: run the determinism check in a fresh interpreter (else in this one, twice).
         imports: modules imported first, here and in the fresh interpreter (where your env registers itself).
         policies: reference policies of the env's profile played in the determinism check
@@ -228,9 +202,12 @@ def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None
                                     corpus_size=corpus_size, env_kwargs=env_kwargs, processes=processes,
                                     imports=imports, shrink_examples=shrink_examples,
                                     shrink_deadline_s=shrink_deadline_s)
+    from mtrl_gym.testing.secret import resolve_secret
+
     seeds = seed_list(seed)
     shrinking = Shrinking(shrink_examples, shrink_deadline_s)
     env_kwargs = dict(env_kwargs or {})
+    resolved = resolve_secret(secret, env_or_id)
     if isinstance(env_or_id, str):
         policies = _policies(env_or_id, policies)
     env_id = env_or_id if isinstance(env_or_id, str) else getattr(getattr(env_or_id, "spec", None), "id", "<env>")
@@ -240,11 +217,16 @@ def check_text_env(env_or_id: Any, *, secret: Callable[[Any], Any] | None = None
     report.checks.append(_check_corpus(env, seeds[0], corpus_size, step_bound_s, shrinking))
     if isinstance(env_or_id, str):
         report.checks.append(_check_determinism(env, env_or_id, seeds, env_kwargs, processes, imports,
-                                                list(policies or ())))
-    if secret is not None:
+                                                list(policies or ()), resolved))
+    else:
+        report.skipped["determinism"] = ("an env instance: give a registered id to replay it in a fresh "
+                                         "interpreter")
+    if resolved is not None:
         from mtrl_gym.testing.leak import check_leak
 
-        report.checks.append(check_leak(env, secret, seeds[0], shrinking))
+        report.checks.append(check_leak(env, resolved.fn, seeds[0], shrinking))
+    else:
+        report.skipped["leak"] = NO_SECRET
     return report
 
 
@@ -257,67 +239,21 @@ def _check_gymnasium(env_or_id: Any, env_kwargs: dict[str, Any]) -> CheckResult:
             warnings.simplefilter("error")
             check_env(env.unwrapped, skip_render_check=True)
     except Exception as e:
-        return CheckResult("gymnasium", False, f"check_env: {_one_line(e, 300)}")
+        return CheckResult("gymnasium", False, f"check_env: {one_line(e, 300)}")
     return CheckResult("gymnasium", True, "check_env passes, no warnings")
 
 
 # ---------------------------------------------------------------------------------------------- corpus
 
-#: One step's views: ``(who, observation, info, observation space)`` for each seat that observes it.
-Views = list[tuple[str, Any, Any, Any]]
 
-
-def step_problem(step: Callable[[], Views], bound: float | None) -> tuple[tuple[str, str] | None, float]:
-    """``((kind, message) or None, seconds)``: what is wrong with one step (``step()`` runs it) and its time.
-
-    ``kind`` names the broken property (``"raised UnicodeEncodeError"``, ``"json"``,
-    ``"space"``, ``"slow"``): a shrunk example must fail with the same kind.
-    """
-    t0 = time.perf_counter()
-    try:
-        views = step()
-    except Exception as e:
-        return (f"raised {type(e).__name__}", f"raised {_one_line(e)}"), time.perf_counter() - t0
-    took = time.perf_counter() - t0
-    for who, obs, info, space in views:
-        try:
-            json.dumps(info)  # plain JSON, as the env hands it over (writers only add a safety net)
-        except (TypeError, ValueError, RecursionError) as e:
-            return ("json", f"{who}info is not JSON ({_one_line(e, 160)})"), took
-        if not space.contains(obs):
-            return ("space", f"{who}the observation is outside the observation space"), took
-    if bound is not None and took > bound:
-        return ("slow", f"a step took {took * 1e3:.1f} ms, over the {bound * 1e3:g} ms bound"), took
-    return None, took
-
-
-def _same_failure(step_of: Callable[[str], Callable[[], Views]], kind: str,
-                  bound: float | None) -> Callable[[str], bool]:
-    def fails(text: str) -> bool:
-        tries = 2 if kind == "slow" else 1  # timer noise must not make a short text look slow
-        return all((step_problem(step_of(text), bound)[0] or ("", ""))[0] == kind for _ in range(tries))
-    return fails
-
-
-def corpus_failure(name: str, case: str, kind: str, message: str, step_of: Callable[[str], Callable[[], Views]],
-                   bound: float | None, shrinking: Shrinking) -> CheckResult:
-    """The failed ``corpus`` result of one case, with the case shrunk by hypothesis."""
-    from mtrl_gym.testing.shrink import show, shrink_text
-
-    detail = f"{name} ({len(case)} chars) {message}"
-    if shrinking.max_examples <= 0:
-        return CheckResult("corpus", False, detail, example=case)
-    small = shrink_text(_same_failure(step_of, kind, bound), case, max_examples=shrinking.max_examples,
-                        deadline_s=shrinking.deadline_s)
-    return CheckResult("corpus", False, f"{detail}; shrunk by hypothesis to {len(small)} chars: {show(small)}",
-                       example=small)
+def _corpus_extra(extra: int, env: Any) -> str:
+    """The report's words for the cases at the declared length."""
+    return f" and {extra} at the action space's max_length {env.action_space.max_length}" if extra else ""
 
 
 def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking: Shrinking) -> CheckResult:
-    from mtrl_gym.testing.corpus import adversarial_texts
-
     tools = env.reset(seed=seed)[1].get("tools") or []
-    cases = adversarial_texts(tools, size=size)
+    cases, extra = corpus_cases(tools, size, env.action_space)
 
     def step_of(text: str) -> Callable[[], Views]:
         env.reset(seed=seed)
@@ -334,58 +270,22 @@ def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking
             return corpus_failure(case.name, case.text, *problem, step_of, bound, shrinking)
         if took > worst:
             worst, worst_name = took, case.name
-    return CheckResult("corpus", True, f"{len(cases)} cases of {size} characters; slowest {worst_name} "
-                                       f"{worst * 1e3:.1f} ms")
+    return CheckResult("corpus", True, f"{len(cases) - extra} cases of {size} characters{_corpus_extra(extra, env)}; "
+                                       f"slowest {worst_name} {worst * 1e3:.1f} ms")
 
 
 # ---------------------------------------------------------------------------------------------- determinism
 
-def other_interpreter(function: str, payload: dict[str, Any], imports: Sequence[str]) -> tuple[str | None, str]:
-    """``(stdout, where)`` of ``module:function(**payload)`` in a fresh interpreter with another
-    ``PYTHONHASHSEED``; stdout is None when it failed (``where`` then holds its last error line)."""
-    module, name = function.split(":")
-    code = ("import importlib, json, sys; " + "".join(f"import {m}; " for m in imports)
-            + f"from {module} import {name}; sys.stdout.write({name}(**json.loads(sys.stdin.read())))")
-    hashseed = str((int(os.environ.get("PYTHONHASHSEED", "0") or 0) + 12345) % 4294967295)
-    proc = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload), capture_output=True, text=True,
-                          env={**os.environ, "PYTHONHASHSEED": hashseed}, timeout=600, check=False)
-    if proc.returncode != 0:
-        return None, " ".join(proc.stderr.strip().splitlines()[-1:])[:300]
-    return proc.stdout, f"a fresh interpreter (PYTHONHASHSEED={hashseed})"
-
-
-def compare_records(here: str, there: str | None, where: str, what: str) -> CheckResult:
-    """The ``determinism`` result of two :func:`determinism_record` texts (``what``: which episodes)."""
-    if there is None:
-        return CheckResult("determinism", False, f"the fresh interpreter failed: {where}")
-    a, b = json.loads(here), json.loads(there)
-    for label in a:
-        if a[label] != b.get(label):
-            x, y = a[label], b.get(label) or []
-            step = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
-            return CheckResult("determinism", False, f"{label}: step {step} differs in {where}")
-    steps = sum(len(e) - 1 for e in a.values())
-    return CheckResult("determinism", True, f"{what}: {steps} steps identical in {where}")
-
-
-def determinism_check(record: Callable[..., str], payload: dict[str, Any], processes: bool,
-                      imports: Sequence[str], seeds: Sequence[int], episodes: str) -> CheckResult:
-    """The ``determinism`` result: ``record(**payload)`` here and in a fresh interpreter (or twice here)."""
-    try:
-        here = record(**payload)
-    except Exception as e:
-        return CheckResult("determinism", False, f"the {episodes} raised {_one_line(e)}")
-    if processes:
-        there, where = other_interpreter(f"{record.__module__}:{record.__name__}", payload, imports)
-    else:
-        there, where = record(**payload), "a second run in this process"
-    return compare_records(here, there, where, f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}, "
-                                               f"{episodes}")
-
 
 def _check_determinism(env: Any, env_id: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
-                       imports: Sequence[str], policies: list[str]) -> CheckResult:
-    payload = {"env_id": env_id, "seeds": seeds, "actions": _script(env.reset(seed=seeds[0])[1].get("tools") or []),
-               "kwargs": env_kwargs, "policies": policies}
-    episodes = "scripted episode" + "".join(f" and policy {p!r}" for p in policies)
-    return determinism_check(determinism_record, payload, processes, imports, seeds, episodes)
+                       imports: Sequence[str], policies: list[str], secret: Any) -> CheckResult:
+    ref = secret.ref if secret is not None else None
+    payload = {"env_id": env_id, "seeds": seeds,
+               "actions": probe_script(env.reset(seed=seeds[0])[1].get("tools") or []),
+               "kwargs": env_kwargs, "policies": policies, "secret": ref}
+    episodes = "scripted episode" + "".join(f" and policy {p!r}" for p in policies) + (" and the secret" * bool(ref))
+    result = determinism_check(determinism_record, payload, processes, imports, seeds, episodes)
+    if secret is not None and ref is None and result.ok:
+        result.detail += ("; the secret was not compared (a lambda cannot be found in another process: pass a "
+                          "module-level function or a dotted path)")
+    return result

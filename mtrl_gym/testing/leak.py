@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from mtrl_gym.testing.check import CheckResult, Shrinking, _one_line, _script
+from mtrl_gym.testing.kit import CheckResult, Shrinking, one_line, probe_script
 
 __all__ = ["check_leak", "secret_checks", "secret_finder", "secret_texts", "secret_values", "leak_failure",
            "LEAK_CASE_CHARS"]
@@ -114,10 +114,14 @@ def secret_checks(value: Any) -> tuple[list[tuple[str, Callable[[Any], bool]]], 
 def check_leak(env: Any, secret: Callable[[Any], Any], seed: int, shrinking: Shrinking) -> CheckResult:
     """The ``leak`` check of a single-agent env (see the module docstring)."""
     _, info = env.reset(seed=seed)
-    checks, problem = secret_checks(secret(env))
+    try:
+        value = secret(env)
+    except Exception as e:  # a broken extractor is the caller's bug: one line, not a traceback
+        return CheckResult("leak", False, f"could not be checked: the secret extractor raised {one_line(e)}")
+    checks, problem = secret_checks(value)
     if problem:
         return CheckResult("leak", False, problem)
-    script = _script(info.get("tools") or [])
+    script = probe_script(info.get("tools") or [])
 
     def seen(obs: Any, info: Any, step: int) -> tuple[str, str, int] | None:
         for text, found in checks:
@@ -145,7 +149,7 @@ def check_leak(env: Any, secret: Callable[[Any], Any], seed: int, shrinking: Shr
     try:
         hit = first_leak(script)
     except Exception as e:
-        return CheckResult("leak", False, f"could not be checked: the scripted episode raised {_one_line(e)}")
+        return CheckResult("leak", False, f"could not be checked: the scripted episode raised {one_line(e)}")
     if hit is None:  # and after one message of each corpus case (injections ask for the answer)
         from mtrl_gym.testing.corpus import adversarial_texts
 

@@ -40,15 +40,17 @@ from typing import Any
 
 from mtrl_gym.error import ConfigError
 from mtrl_gym.parsing import format_tool_call
-from mtrl_gym.testing.check import (
+from mtrl_gym.testing.kit import (
+    NO_SECRET,
     CheckReport,
     CheckResult,
     Shrinking,
     Views,
-    _one_line,
-    _script,
+    corpus_cases,
     corpus_failure,
     determinism_check,
+    one_line,
+    probe_script,
     seed_list,
     step_problem,
 )
@@ -68,9 +70,9 @@ API_CYCLES = 30
 
 
 def _module(ref: str) -> Any:
-    from mtrl_gym.registry import MULTIAGENT_SPECS
+    from mtrl_gym.registry import MULTIAGENT_SPECS, normalize_id
 
-    bare = ref.removeprefix("mtrl_gym:")
+    bare = normalize_id(ref)
     if bare in MULTIAGENT_SPECS:
         return importlib.import_module(MULTIAGENT_SPECS[bare][0])
     try:
@@ -87,10 +89,10 @@ def _factories(env_or_id: Any, env_kwargs: Mapping[str, Any]) -> tuple[Callable[
                                                                          Callable[[], Any]]:
     """``(aec, parallel)`` env makers (``aec`` None when there is no AEC version)."""
     if isinstance(env_or_id, str):
-        from mtrl_gym.registry import MULTIAGENT_SPECS
+        from mtrl_gym.registry import MULTIAGENT_SPECS, normalize_id
 
         module = _module(env_or_id)
-        kwargs = {**MULTIAGENT_SPECS.get(env_or_id.removeprefix("mtrl_gym:"), ("", {}))[1], **env_kwargs}
+        kwargs = {**MULTIAGENT_SPECS.get(normalize_id(env_or_id), ("", {}))[1], **env_kwargs}
         aec = getattr(module, "env", None)
         return ((lambda: aec(**kwargs)) if callable(aec) else None), (lambda: module.parallel_env(**kwargs))
     from pettingzoo import AECEnv
@@ -116,9 +118,12 @@ def check_multiagent_env(env_or_id: Any, *, secret: Callable[[Any], Mapping[str,
         raise DependencyNotInstalled("pettingzoo", extra="pettingzoo") from None
     for module in imports:
         importlib.import_module(module)
+    from mtrl_gym.testing.secret import resolve_secret
+
     seeds = seed_list(seed)
     shrinking = Shrinking(shrink_examples, shrink_deadline_s)
     env_kwargs = dict(env_kwargs or {})
+    resolved = resolve_secret(secret, env_or_id)
     aec, parallel = _factories(env_or_id, env_kwargs)
     name = env_or_id if isinstance(env_or_id, str) else type(env_or_id).__name__
     report = CheckReport(str(name))
@@ -126,9 +131,14 @@ def check_multiagent_env(env_or_id: Any, *, secret: Callable[[Any], Mapping[str,
     env = parallel()
     report.checks.append(_check_corpus(env, seeds[0], corpus_size, step_bound_s, shrinking))
     if isinstance(env_or_id, str):
-        report.checks.append(_check_determinism(env_or_id, seeds, env_kwargs, processes, imports))
-    if secret is not None:
-        report.checks.append(_check_leak(env, secret, seeds[0], shrinking))
+        report.checks.append(_check_determinism(env_or_id, seeds, env_kwargs, processes, imports,
+                                                resolved.ref if resolved is not None else None))
+    else:
+        report.skipped["determinism"] = "an env instance: give an id or a module to replay it in a fresh interpreter"
+    if resolved is not None:
+        report.checks.append(_check_leak(env, resolved.fn, seeds[0], shrinking))
+    else:
+        report.skipped["leak"] = NO_SECRET
     return report
 
 
@@ -150,7 +160,7 @@ def _check_pettingzoo(aec: Callable[[], Any] | None, parallel: Callable[[], Any]
                 warnings.simplefilter("always")
                 run()  # PettingZoo's checkers print their progress
         except Exception as e:
-            return CheckResult("pettingzoo", False, f"{label}: {_one_line(e, 300)}")
+            return CheckResult("pettingzoo", False, f"{label}: {one_line(e, 300)}")
         bad = [str(w.message) for w in caught if not any(re.search(a, str(w.message)) for a in TEXT_ENV_ADVICE)]
         if bad:
             return CheckResult("pettingzoo", False, f"{label} warned: {' '.join(bad[0].split())[:300]}")
@@ -190,10 +200,8 @@ def _views(env: Any, obs: Mapping[str, Any], infos: Mapping[str, Any]) -> Views:
 
 
 def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking: Shrinking) -> CheckResult:
-    from mtrl_gym.testing.corpus import adversarial_texts
-
     _, infos = env.reset(seed=seed)
-    seats, notes, cases_run = list(env.agents), [], 0
+    seats, notes, cases_run, longest = list(env.agents), [], 0, size
     worst, worst_name = 0.0, ""
     for seat in seats:
         lead = _lead_in(env, seed, seat)
@@ -211,7 +219,10 @@ def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking
                 return _views(env, obs, step_infos)
             return step
 
-        for case in adversarial_texts(infos[seat].get("tools") or [], size=size):
+        cases, extra = corpus_cases(infos[seat].get("tools") or [], size, env.action_space(seat))
+        if extra:
+            longest = max(longest, env.action_space(seat).max_length)
+        for case in cases:
             problem, took = step_problem(step_of(case.text), bound)
             if problem is not None:
                 return corpus_failure(f"{case.name} played by {seat}", case.text, *problem, step_of, bound, shrinking)
@@ -221,12 +232,13 @@ def _check_corpus(env: Any, seed: int, size: int, bound: float | None, shrinking
         if lead:
             notes.append(f"{seat} after a lead-in cycle")
     extra = f" ({'; '.join(notes)})" if notes else ""
-    return CheckResult("corpus", True, f"{cases_run} cases of {size} characters over {len(seats)} seats{extra}; "
+    reach = f", up to the action spaces' max_length {longest}" if longest > size else ""
+    return CheckResult("corpus", True, f"{cases_run} cases of {size} characters{reach} over {len(seats)} seats{extra}; "
                                        f"slowest {worst_name} {worst * 1e3:.1f} ms")
 
 
 def _seat_scripts(infos: Mapping[str, Any]) -> dict[str, list[str]]:
-    return {s: _script(info.get("tools") or []) for s, info in infos.items()}
+    return {s: probe_script(info.get("tools") or []) for s, info in infos.items()}
 
 
 def _play(env: Any, seed: int, script: Mapping[str, Sequence[str]],
@@ -249,23 +261,29 @@ def _play(env: Any, seed: int, script: Mapping[str, Sequence[str]],
     return log
 
 
-def multiagent_record(env_ref: str, seeds: Sequence[int], kwargs: dict[str, Any]) -> str:
-    """The scripted games of the determinism check as one JSON text: ``{label: game log}``."""
+def multiagent_record(env_ref: str, seeds: Sequence[int], kwargs: dict[str, Any], secret: str | None = None) -> str:
+    """The scripted games of the determinism check as one JSON text: ``{label: game log}``; with
+    ``secret`` (a reference of :mod:`mtrl_gym.testing.secret`) each seat's secret after reset too."""
     from mtrl_gym.serialization import json_line
+    from mtrl_gym.testing.secret import load_secret
 
     _, parallel = _factories(env_ref, kwargs)
     env = parallel()
     out = {}
     for seed in seeds:
         _, infos = env.reset(seed=seed)
+        if secret is not None:
+            out[f"seed {seed}, secret"] = json.loads(json_line(load_secret(secret, env_ref)(env)))
+            _, infos = env.reset(seed=seed)
         out[f"seed {seed}"] = json.loads(json_line(_play(env, seed, _seat_scripts(infos))))
     return json.dumps(out, sort_keys=True)
 
 
 def _check_determinism(env_ref: str, seeds: list[int], env_kwargs: dict[str, Any], processes: bool,
-                       imports: Sequence[str]) -> CheckResult:
-    payload = {"env_ref": env_ref, "seeds": seeds, "kwargs": env_kwargs}
-    return determinism_check(multiagent_record, payload, processes, imports, seeds, "scripted game")
+                       imports: Sequence[str], secret: str | None) -> CheckResult:
+    payload = {"env_ref": env_ref, "seeds": seeds, "kwargs": env_kwargs, "secret": secret}
+    return determinism_check(multiagent_record, payload, processes, imports, seeds,
+                             "scripted game" + " and the secret" * bool(secret))
 
 
 # ---------------------------------------------------------------------------------------------- leak
@@ -292,7 +310,13 @@ def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
     from mtrl_gym.testing.shrink import show, shrink_script
 
     _, infos = env.reset(seed=seed)
-    hidden = secret(env)
+    try:
+        hidden = secret(env)
+    except Exception as e:  # a broken extractor is the caller's bug: one line, not a traceback
+        return CheckResult("leak", False, f"could not be checked: the secret extractor raised {one_line(e)}")
+    if not isinstance(hidden, Mapping):
+        return CheckResult("leak", False, "could not be checked: a multi-agent secret extractor returns {seat: "
+                                          f"value or list of values}}, got {type(hidden).__name__}")
     unknown = sorted(set(hidden) - set(env.possible_agents))
     if unknown:
         raise ConfigError(f"the secret extractor names seats {unknown}; the env's seats are {env.possible_agents}")
@@ -325,7 +349,7 @@ def _check_leak(env: Any, secret: Callable[[Any], Mapping[str, Any]], seed: int,
     try:
         leak = first_leak(script)
     except Exception as e:
-        return CheckResult("leak", False, f"could not be checked: the scripted game raised {_one_line(e)}")
+        return CheckResult("leak", False, f"could not be checked: the scripted game raised {one_line(e)}")
     cases = 0
     if leak is None:  # then one corpus message from each seat (injections ask for the secret)
         for case_script, leak in _case_scripts(env, seed, infos, first_leak):

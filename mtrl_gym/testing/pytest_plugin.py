@@ -8,7 +8,8 @@
 
 pytest then runs one test per check (``gymnasium``, ``corpus``, ``determinism``, ``leak``;
 ``pettingzoo`` instead of ``gymnasium`` for a multi-agent env), each failing with the check's
-line (the failing example shrunk by hypothesis included). Installed as a pytest plugin (entry point ``pytest11``),
+line (the failing example shrunk by hypothesis included); a check the kit could not run
+(``leak`` without a secret: no ``secret=`` and no profile hook) is reported as skipped, with the reason. Installed as a pytest plugin (entry point ``pytest11``),
 this module also gives every test the fixture ``check_text_env``.
 """
 
@@ -24,21 +25,24 @@ from mtrl_gym.testing.check import is_pettingzoo
 __all__ = ["env_contract_tests"]
 
 
-def env_contract_tests(env_id: str, *, secret: Callable[[Any], Any] | None = None,
+def env_contract_tests(env_id: str, *, secret: Callable[[Any], Any] | str | None = None,
                        **kwargs: Any) -> Callable[..., None]:
     """A pytest test function, parametrised by check, running :func:`check_text_env` once on
     ``env_id`` (extra keyword arguments go to it, e.g. ``imports=["my_pkg"]``)."""
     import pytest
 
     first = "pettingzoo" if is_pettingzoo(env_id) else "gymnasium"
-    names = [first, "corpus", "determinism"] + (["leak"] if secret is not None else [])
+    names = [first, "corpus", "determinism", "leak"]
     cache: dict[str, CheckReport] = {}
 
     @pytest.mark.parametrize("check", names)
     def test_env_contract(check: str) -> None:
         if "report" not in cache:
             cache["report"] = _check_text_env(env_id, secret=secret, **kwargs)
-        result = next(c for c in cache["report"].checks if c.name == check)
+        report = cache["report"]
+        if check in report.skipped:
+            pytest.skip(f"{env_id}: {check}: {report.skipped[check]}")
+        result = next(c for c in report.checks if c.name == check)
         assert result.ok, f"{env_id}: {result.line()}"
 
     test_env_contract.__name__ = f"test_env_contract_{env_id.replace('/', '_').replace('-', '_')}"

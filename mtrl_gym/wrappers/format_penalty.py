@@ -32,7 +32,7 @@ from mtrl_gym.wrappers.shaping import (
     DEFAULT_FAILURE_WEIGHT,
     DEFAULT_SUCCESS_WEIGHT,
     BoundedShaping,
-    _check_number,
+    check_amount,
 )
 
 __all__ = ["FormatPenalty"]
@@ -58,8 +58,8 @@ class FormatPenalty(BoundedShaping):
         RecordConstructorArgs.__init__(self, format_error=format_error, loose_match=loose_match, scale=scale,
                                        success_weight=success_weight, failure_weight=failure_weight,
                                        per_turn=per_turn)
-        self.format_error = _check_number("format_error", format_error)
-        self.loose_match = _check_number("loose_match", loose_match)
+        self.format_error = check_amount("format_error", format_error)
+        self.loose_match = check_amount("loose_match", loose_match)
         super().__init__(env, scale=scale, success_weight=success_weight, failure_weight=failure_weight,
                          per_turn=per_turn)
 

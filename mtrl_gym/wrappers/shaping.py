@@ -82,7 +82,9 @@ def _on_grid(x: float) -> float:
     return math.trunc(x / SHAPING_GRID) * SHAPING_GRID
 
 
-def _check_number(name: str, value: Any, *, positive: bool = False) -> float:
+def check_amount(name: str, value: Any, *, positive: bool = False) -> float:
+    """``value`` as a float, or :class:`~mtrl_gym.error.ConfigError`: a finite number, ``>= 0``
+    (``> 0`` when ``positive``), as every shaping and penalty wrapper's weights must be."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"`{name}` must be a finite number, got {value!r}")
     if positive and value <= 0:
@@ -124,9 +126,9 @@ class BoundedShaping(gymnasium.Wrapper, RecordConstructorArgs):
         if not isinstance(per_turn, bool):
             raise ConfigError(f"`per_turn` must be True or False, got {per_turn!r}")
         self.terms_fn = terms
-        self.scale = _check_number("scale", scale, positive=True)
-        self.success_weight = _check_number("success_weight", success_weight)
-        self.failure_weight = _check_number("failure_weight", failure_weight)
+        self.scale = check_amount("scale", scale, positive=True)
+        self.success_weight = check_amount("success_weight", success_weight)
+        self.failure_weight = check_amount("failure_weight", failure_weight)
         self.per_turn = per_turn
         self._check_tiers()
         self._shaping = 0.0

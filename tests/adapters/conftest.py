@@ -156,20 +156,36 @@ class ScriptedTextSampler:
 
 
 class ScriptedGeneration:
-    """Stands in for a GRPOTrainer's generation in rollout_func tests: the same scripted
-    reply for every prompt of call ``i`` (the engine samples one turn of all live episodes
-    per call), through TRL's ``_generate_single_turn`` signature."""
+    """Stands in for a GRPOTrainer's generation in rollout_func tests, through TRL's public
+    surface (``use_vllm``, ``vllm_generation.generate``, ``processing_class``, ``args``): the
+    same scripted reply for every prompt of call ``i`` (the engine samples one turn of all
+    live episodes per call). ``calls`` counts generation calls (also through TRL's older
+    private ``_generate_single_turn``, which earlier adapters used)."""
+
+    use_vllm = True
+    accelerator = None
 
     def __init__(self, tokenizer, texts, max_completion_length: int = 256):
-        self.processing_class = self._tokenizer = tokenizer
+        from types import SimpleNamespace
+
+        self.processing_class = tokenizer
         self.texts, self.calls = list(texts), 0
+        self.args = SimpleNamespace(temperature=1.0, max_completion_length=max_completion_length)
         self.temperature, self.max_completion_length = 1.0, max_completion_length
         self.eos_token_ids = [tokenizer.eos_token_id]
+        self.vllm_generation = SimpleNamespace(generate=self._generate)
 
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations):
+    def _completion(self) -> list[int]:
         text = self.texts[min(self.calls, len(self.texts) - 1)]
         self.calls += 1
-        ids = self._tokenizer.encode(text, add_special_tokens=False) + [self._tokenizer.eos_token_id]
+        return self.processing_class.encode(text, add_special_tokens=False) + [self.processing_class.eos_token_id]
+
+    def _generate(self, prompts, images, num_generations, profiler=None):
+        ids = self._completion()
+        return list(prompts), [list(ids) for _ in prompts], [[[-0.5]] * len(ids) for _ in prompts], None
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations):
+        ids = self._completion()
         return [list(ids) for _ in prompt_ids], None
 
 

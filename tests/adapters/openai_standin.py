@@ -4,6 +4,15 @@
 SSE streaming) and ``GET /v1/models`` on 127.0.0.1. Reply ``i`` of a conversation is
 ``script[i]`` where ``i`` is the number of assistant messages already in the request (the
 last entry repeats). Every request body is appended to ``SCRIPT.json.requests.jsonl``.
+
+A script entry is the reply text, or an object answered the way tool-calling servers answer:
+
+* ``{"tool_calls": [{"name": ..., "arguments": {...}}, ...], "content": "..."}``: native
+  ``tool_calls`` (ids ``call_<turn>_<k>`` unless a call gives its ``id``: some servers
+  reuse ``call_0`` every turn; arguments as a JSON string, streamed in two pieces),
+  ``finish_reason: "tool_calls"``;
+* ``{"content": "...", "finish_reason": "length"}``: a reply cut off by ``max_tokens`` (a
+  tool call the server could not parse stays in ``content``, with no ``tool_calls``).
 """
 
 from __future__ import annotations
@@ -14,7 +23,34 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def make_handler(script: list[str], log_path: str):
+def _reply(entry, turn: int) -> tuple[str | None, list[dict], str]:
+    """``(content, tool_calls, finish_reason)`` of one script entry."""
+    if isinstance(entry, str):
+        return entry, [], "stop"
+    calls = [{"id": c.get("id") or f"call_{turn}_{k}", "type": "function",
+              "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
+             for k, c in enumerate(entry.get("tool_calls") or [])]
+    finish = entry.get("finish_reason") or ("tool_calls" if calls else "stop")
+    return entry.get("content"), calls, finish
+
+
+def _chunks(content, calls, finish, created, model) -> list[dict]:
+    def chunk(delta, finish_reason=None):
+        return {"id": "c", "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    out = [chunk({"role": "assistant", "content": content})]
+    for k, call in enumerate(calls):
+        args = call["function"]["arguments"]
+        half = len(args) // 2
+        out.append(chunk({"tool_calls": [{"index": k, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"], "arguments": args[:half]}}]}))
+        out.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": args[half:]}}]}))
+    out.append(chunk({}, finish))
+    return out
+
+
+def make_handler(script: list, log_path: str):
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):  # quiet
             pass
@@ -42,24 +78,21 @@ def make_handler(script: list[str], log_path: str):
                 self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
                 return
             turn = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
-            text = script[min(turn, len(script) - 1)]
+            content, calls, finish = _reply(script[min(turn, len(script) - 1)], turn)
             created, model = int(time.time()), body.get("model", "scripted")
             usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
             if body.get("stream"):
-                chunks = [
-                    {"id": "c", "object": "chat.completion.chunk", "created": created, "model": model,
-                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]},
-                    {"id": "c", "object": "chat.completion.chunk", "created": created, "model": model,
-                     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                    {"id": "c", "object": "chat.completion.chunk", "created": created, "model": model,
-                     "choices": [], "usage": usage},
-                ]
+                chunks = _chunks(content, calls, finish, created, model)
+                chunks.append({"id": "c", "object": "chat.completion.chunk", "created": created, "model": model,
+                               "choices": [], "usage": usage})
                 data = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
                 self._send(200, data, "text/event-stream")
                 return
+            message = {"role": "assistant", "content": content}
+            if calls:
+                message["tool_calls"] = calls
             reply = {"id": "c", "object": "chat.completion", "created": created, "model": model,
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                  "finish_reason": "stop"}], "usage": usage}
+                     "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}
             self._send(200, json.dumps(reply).encode())
 
     return Handler

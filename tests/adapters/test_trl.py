@@ -57,6 +57,67 @@ def test_every_registered_env_gets_tool_methods():
             assert schema["function"]["name"] == name
 
 
+def _rendered(schema: dict) -> dict:
+    """A property schema as transformers renders it (``nullable`` for a ``null`` type, no description)."""
+    out = {k: v for k, v in schema.items() if k not in ("description", "title", "default")}
+    kinds = out.get("type")
+    if isinstance(kinds, list) and "null" in kinds and len(kinds) == 2:
+        out["type"], out["nullable"] = next(k for k in kinds if k != "null"), True
+    if isinstance(out.get("items"), dict):
+        out["items"] = _rendered(out["items"])
+    if out.get("type") == "object":  # nested properties ride in the description (JSON), see below
+        out = {"type": "object"}
+    return out
+
+
+def test_tool_signatures_keep_every_schema():
+    """Typed lists, enums, nullable types, defaults and nested objects of every env's tools reach
+    TRL's schema: as type hints where transformers can render them, else as JSON in the description."""
+    from transformers.utils import get_json_schema
+
+    from mtrl_gym.adapters.episode import EnvEpisode
+    from mtrl_gym.registry import list_envs
+
+    checked = 0
+    for env_id in list_envs():
+        episode = EnvEpisode(env_id)
+        episode.reset()
+        env = environment_factory(env_id)()
+        for tool in episode.tools:
+            fn = tool.get("function", tool)
+            params = fn.get("parameters") or {}
+            got = get_json_schema(getattr(env, fn["name"]))["function"]["parameters"]
+            assert got.get("required", []) == [p for p in params.get("required", [])], (env_id, fn["name"])
+            for arg, want in (params.get("properties") or {}).items():
+                rendered = got["properties"][arg]
+                assert {k: v for k, v in rendered.items() if k != "description"} == _rendered(want), (env_id, arg)
+                if "default" in want or "properties" in want:  # what a type hint cannot say: JSON
+                    extra = {k: v for k, v in want.items() if k not in ("description", "title")}
+                    assert json.dumps(extra, separators=(", ", ": ")) in rendered["description"], (env_id, arg)
+                    checked += 1
+        episode.close()
+    assert checked >= 8  # defaults ("" and null) and the nested objects
+    orders = environment_factory("mtrl/Sandbox-Orders-v0")()
+    answer = get_json_schema(orders.submit)["function"]["parameters"]["properties"]["answer"]
+    assert answer["type"] == "object" and '"enum": ["refunded", "cancelled", "denied"]' in answer["description"]
+    packages = environment_factory("mtrl/SOP-PackageInspection-v0")()
+    schema = get_json_schema(packages.record_inspection)["function"]["parameters"]["properties"]
+    assert schema["rejected_packages"]["items"] == {"type": "string"} and "enum" in schema["disposition"]
+    note = inspect.signature(environment_factory("mtrl/SOP-KYBReview-v0").open_case).parameters["note"]
+    assert note.default == "" and note.annotation is str
+
+
+def test_extra_positional_arguments_are_an_observation():
+    env = environment_factory("mtrl/Wordle-v0")()
+    env.reset(**_row())
+    out = env.guess_word("crane", "x")
+    assert out.startswith("Invalid call to guess_word: too many positional arguments (the tool takes 1).")
+    assert env.episode.infos[-1]["format_error"] is True and env.episode.infos[-1]["guesses_used"] == 0
+    out = env.guess_word("crane", guess="slate")
+    assert "given twice" in out and env.episode.infos[-1]["guesses_used"] == 0
+    assert env.guess_word("crane").startswith("Guess 1/6: CRANE")  # one positional argument is the guess
+
+
 def test_sop_tool_arguments_reach_the_env():
     env = environment_factory("mtrl/SOP-DangerousGoods-v0")()
     obs = env.reset(**{SEED_COLUMN: 3, TASK_COLUMN: ""})
@@ -103,6 +164,54 @@ def test_env_reward_needs_rollout_func_column():
     with pytest.raises(ConfigError, match="needs the `env_reward` column"):
         env_reward(["x"])
     assert env_reward(["a", "b"], env_reward=[1, -0.5]) == [1.0, -0.5]
+
+
+def test_rollout_func_generates_once_per_turn_for_the_whole_batch(tool_tokenizer):
+    """Two tasks x two copies: one generation call per turn for all four episodes (not one
+    per turn per group), each copy reset with its prompt's seed and task."""
+    from conftest import ScriptedGeneration
+
+    data = rollout_dataset("mtrl/Wordle-v0", tasks=[WORDLE_TASK, {"answer": "crane", "id": "c"}], seed=3)
+    prompts = [data[0]["prompt"]] * 2 + [data[1]["prompt"]] * 2
+    generation = ScriptedGeneration(tool_tokenizer, ['guess_word("slate")'], max_completion_length=12)
+    rollout = RolloutFunc("mtrl/Wordle-v0", max_turns=3)
+    out = rollout(prompts, generation)
+    assert generation.calls == 3 == rollout.generate_calls  # 3 turns, all episodes at once
+    trajs = rollout.last_trajectories
+    assert [t.task_id for t in trajs] == ["cross-0", "cross-0", "c", "c"] and [t.seed for t in trajs] == [3, 3, 4, 4]
+    assert all(t.num_turns == 3 for t in trajs) and out["logprobs"][0][0] == -0.5
+
+
+def test_rollout_func_keeps_processes_in_step(tmp_path):
+    """Two real processes (gloo) whose generation is a collective, as in vLLM server mode: rank 1
+    finishes after one turn, rank 0 plays three; rank 1 keeps joining rank 0's calls (padded to
+    equal prompt counts) instead of leaving it blocked in the gather."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import free_port
+
+    script = Path(__file__).with_name("trl_two_processes.py")
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(script)], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=120) for p in procs]
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the two processes deadlocked in generation") from None
+    finally:
+        for p in procs:
+            p.kill()
+    results = {}
+    for p, (stdout, stderr) in zip(procs, outs):
+        assert p.returncode == 0, stderr[-3000:]
+        line = json.loads(stdout.strip().splitlines()[-1])
+        results[line["rank"]] = line
+    assert results[0] == {"rank": 0, "calls": 3, "rows": 2, "turns": [3, 3]}
+    assert results[1] == {"rank": 1, "calls": 3, "rows": 1, "turns": [1]}
 
 
 def _grpo_config(tmp_path, **extra):

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mtrl_gym.error import ConfigError, SamplerError
-from mtrl_gym.eval import EvalConfig, ModelPool, RunSpec, adapter_shape_problems, evaluate, probe_endpoint
+from mtrl_gym.evaluation import EvalConfig, ModelPool, RunSpec, adapter_shape_problems, evaluate, probe_endpoint
 from mtrl_gym.evaluation.backends import same_base_model
 
 peft = pytest.importorskip("peft")

@@ -11,7 +11,7 @@ from eval_helpers import assert_valid_png
 
 from mtrl_gym.cli import main
 from mtrl_gym.error import ConfigError, DatasetError, SamplerError, UnknownEnv
-from mtrl_gym.eval import EvalConfig, RunSpec, evaluate, read_records
+from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory, chatml_tokenizer, tiny_model):

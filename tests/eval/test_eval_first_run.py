@@ -62,28 +62,47 @@ def test_a_used_eval_folder_is_refused_unless_resumed_or_overwritten(tmp_path, c
     assert main([*argv, "--resume"]) == 0
 
 
-class _Sampler:
-    def __init__(self):
+from mtrl_gym.rollout.samplers.base import Sampler  # noqa: E402
+
+
+class _Sampler(Sampler):
+    """Reports tokens through ``on_tokens`` three times per call, as the HF sampler does while decoding."""
+
+    def __init__(self, tokenizer):
         self.on_tokens = None
+        self.tok = tokenizer
+        self.seen: list[tuple[int, int]] = []  # (turns, tokens) the progress showed at each call
+        self.progress = None
 
     def sample(self, requests):
+        from mtrl_gym.rollout.samplers.base import SampleResult
+
         for _ in range(3):
             self.on_tokens(len(requests))
-        return ["ok"] * len(requests)
+        self.seen.append((self.progress.turns, self.progress.tokens))
+        ids = self.tok.encode("ok", add_special_tokens=False) + [self.tok.eos_token_id]
+        return [SampleResult(ids, [-0.5] * len(ids), "stop", prompt_tokens=len(r.prompt_ids)) for r in requests]
 
 
 def test_progress_counts_turns_and_tokens_while_sampling_and_estimates_the_rest():
-    from mtrl_gym.evaluation.progress import EvalProgress
+    pytest.importorskip("transformers")
+    from tiny_models import build_chatml_tokenizer
+    from toy_envs import VowelEnv
 
-    sampler = _Sampler()
+    from mtrl_gym.evaluation.progress import EvalProgress
+    from mtrl_gym.rollout.engine import RolloutEngine
+
+    tokenizer = build_chatml_tokenizer()
+    sampler = _Sampler(tokenizer)
     progress = EvalProgress("trained:1.0", 8, enabled=False)
-    with progress.watch(sampler):
-        sampler.sample([1, 2])
-        sampler.sample([1])
-        assert (progress.turns, progress.tokens, progress.done) == (3, 9, 0)  # moved before any episode ended
-        progress.episode_done(5)
-        progress.episode_done(4)
-        line = progress.batch_done()
+    sampler.progress = progress
+    with RolloutEngine(VowelEnv, sampler, tokenizer, observers=[progress]) as engine:
+        engine.collect([{"id": "a", "turns": 2}, {"id": "b", "turns": 1}], seed=0)  # turns of 2 then 1 episodes
+    assert sampler.seen == [(2, 6), (3, 9)]  # the bar moved during each sampler call
+    assert (progress.turns, progress.tokens, progress.done) == (3, 9, 0)  # moved before any episode ended
+    progress.episode_done(5)
+    progress.episode_done(4)
+    line = progress.batch_done()
     assert "sample" not in vars(sampler) and sampler.on_tokens is None  # the sampler is left as it was
     assert line.startswith("trained:1.0: 2 of 8 episodes in ") and "the other 6 should take about" in line
     assert "--limit N and -n N shorten the run" in line

@@ -8,7 +8,7 @@ import pytest
 from eval_helpers import assert_valid_png
 
 from mtrl_gym.error import ConfigError, DatasetError
-from mtrl_gym.eval import EvalConfig, RunSpec, evaluate, load_training_curves, reward_hacking_flags
+from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, load_training_curves, reward_hacking_flags
 from mtrl_gym.evaluation.training import training_reward_rose, training_run_of
 
 

@@ -171,7 +171,7 @@ def test_reference_policies_play_wordle():
 
 
 def test_sop_oracle_and_random_baselines(tmp_path):
-    from mtrl_gym.eval import evaluate
+    from mtrl_gym.evaluation import evaluate
 
     runs = [RunSpec("solver", policy="solver"), RunSpec("random", policy="random")]
     result = evaluate("mtrl/SOP-DangerousGoods-v0", runs, split="val", limit=2, config=EvalConfig(n=1),
@@ -282,7 +282,7 @@ def test_cli_run_grammar_and_defaults():
 
 
 def test_seeded_split_for_any_env(tmp_path):
-    from mtrl_gym.eval import evaluate
+    from mtrl_gym.evaluation import evaluate
 
     result = evaluate("mtrl/Wordle-v0", [RunSpec("solver", policy="solver")], split="seeds:3",
                       config=EvalConfig(n=1, seed=5), out_dir=tmp_path, report=False)

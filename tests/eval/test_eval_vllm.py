@@ -19,7 +19,7 @@ def test_vllm_backend_plays_the_same_greedy_episodes_as_transformers(tmp_path, c
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from mtrl_gym.eval import EvalConfig, ModelPool, RunSpec, evaluate, read_records
+    from mtrl_gym.evaluation import EvalConfig, ModelPool, RunSpec, evaluate, read_records
 
     # vLLM's CPU attention needs heads of 32 or more; a wide init makes greedy choices clear.
     torch.manual_seed(0)

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", ["corpus", "cost", "strategies", "check", "shrink", "leak", "multiagent"])
+@pytest.mark.parametrize("module", ["corpus", "cost", "strategies", "check", "shrink", "leak", "multiagent", "secret"])
 def test_testing_doctests(module):
     mod = importlib.import_module(f"mtrl_gym.testing.{module}")
     assert doctest.testmod(mod).failed == 0

@@ -9,7 +9,7 @@ import pytest
 from mtrl_gym.datasets import encode_task, read_tasks, write_tasks
 from mtrl_gym.error import DatasetError, UnknownEnv
 from mtrl_gym.evaluation.tasks import resolve_tasks
-from mtrl_gym.registry import task_validator
+from mtrl_gym.envs.profile import task_validator
 from mtrl_gym.trainers.grpo.data import load_task_splits
 
 ROW = {"prompt": "Guess the 5-letter word", "answer": "crane", "id": "t0"}
@@ -71,6 +71,52 @@ def test_sop_rows_are_checked_by_their_env(tmp_path):
     path = write_tasks([{"seed": 3}, {"seed": "x"}], tmp_path / "s.jsonl")
     with pytest.raises(DatasetError, match=r"s\.jsonl, line 2, field 'prompt': .*'seed' must be an int"):
         resolve_tasks("mtrl/SOP-DangerousGoods-v0", tasks=str(path))
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"difficulty": {"nois": 1}}, r"unknown difficulty knob 'nois' for DangerousGoods\. Did you mean 'noise'"),
+    ({"difficulty": {"noise": 7}}, r"difficulty knob 'noise' must be one of \(0, 1, 2\), got 7"),
+    ({"difficulty": {"noise": "high"}}, r"difficulty knob 'noise' .* must be of type int"),
+    ({"difficulty": "hard"}, r"'difficulty' must be an object, got 'hard'"),
+    ({"dificulty": {"noise": 1}}, r"unknown field 'dificulty' \(did you mean 'difficulty'\?\); an SOP task row has "
+                                  r"the fields id, seed, difficulty, prompt, answer"),
+    ({"prompt": ["x"]}, r"'prompt' must be a string"),
+    ({"answer": {"x": 1}}, r"'answer' must be an object with the keys \["),
+])
+def test_sop_rows_are_checked_field_by_field_with_file_and_line(tmp_path, bad, message):
+    """The issue's probe: a misspelt option passed read_tasks and failed only at reset."""
+    from mtrl_gym.envs.sop.tasks import generate_tasks
+    from mtrl_gym.registry import make
+
+    env = make("mtrl/SOP-DangerousGoods-v0")
+    good = generate_tasks(env.unwrapped.domain, 2, seed=0)
+    env.close()
+    path = write_tasks([good[0], {**good[1], **bad}], tmp_path / "s.jsonl")
+    validate = task_validator("mtrl/SOP-DangerousGoods-v0")
+    with pytest.raises(DatasetError, match=r"s\.jsonl, line 2, field 'prompt': task 'sop-dangerous-goods-train-00001': "
+                                           + message):
+        read_tasks(path, validate=validate)
+    with pytest.raises(DatasetError, match=r"s\.jsonl, line 2"):
+        resolve_tasks("mtrl/SOP-DangerousGoods-v0", tasks=str(path))
+    assert len(read_tasks(write_tasks(good, tmp_path / "good.jsonl"), validate=validate)) == 2
+
+
+def test_an_sop_row_id_must_be_text(tmp_path):
+    path = write_tasks([{"seed": 3, "id": 7}], tmp_path / "s.jsonl")
+    with pytest.raises(DatasetError, match=r"s\.jsonl, line 1, field 'prompt': task 7: 'id' must be a string, got 7"):
+        resolve_tasks("mtrl/SOP-DangerousGoods-v0", tasks=str(path))
+
+
+def test_an_sop_row_with_a_misspelt_field_is_refused_at_reset_too():
+    from mtrl_gym.envs.sop.tasks import generate_tasks
+    from mtrl_gym.error import InvalidTask
+    from mtrl_gym.registry import make
+
+    env = make("mtrl/SOP-DangerousGoods-v0")
+    row = generate_tasks(env.unwrapped.domain, 1, seed=0)[0]
+    with pytest.raises(InvalidTask, match=r"unknown field 'sead' \(did you mean 'seed'\?\)"):
+        env.reset(options={"task": {**row, "sead": 1}})
+    env.close()
 
 
 def test_task_validator_lookup():

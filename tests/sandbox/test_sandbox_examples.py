@@ -229,6 +229,6 @@ def test_tutorial_records_then_replays_identically_offline(tmp_path):
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.count("identical=True") == 3 and "record 1.0" in out and "replay 1.0" in out
     assert "identical on a second run: True" in out and "is not available for these arguments" in out
-    assert "mtrl_gym.eval, random tool calls: success 0.00 over 12 episodes" in out
+    assert "mtrl_gym.evaluation, random tool calls: success 0.00 over 12 episodes" in out
     text = (tmp_path / "library.cassette.jsonl").read_text()
     assert "ann@example.com" not in text and "sk-live-library" not in text

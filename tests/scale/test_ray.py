@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,9 +21,10 @@ pytest.importorskip("peft")
 ray = pytest.importorskip("ray")
 
 from tiny_models import build_tiny_llama  # noqa: E402
-from toy_envs import VowelEnv  # noqa: E402
+from toy_envs import HoldEnv, VowelEnv  # noqa: E402
 
 from mtrl_gym.rollout.samplers.hf import HFSampler  # noqa: E402
+from mtrl_gym.trainers.grpo.checkpoint import list_checkpoints  # noqa: E402
 from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
 from mtrl_gym.rollout.sources.local import make_rollout_engine  # noqa: E402
 from mtrl_gym.trainers.grpo.policy import prepare_policy  # noqa: E402
@@ -137,6 +141,91 @@ def test_a_worker_killed_mid_step_fails_or_retries_its_episodes_and_the_step_com
         again = engine.collect(TASKS[:3], seed=7)
         assert_same_episodes(again, reference)
         assert engine.last_metrics["ray/restarted_workers"] == 1
+
+
+def kill_first_holder(hold: Path, timeout: float = 120.0) -> int:
+    """SIGKILL the first worker process that is mid-episode in a :class:`HoldEnv` (its ``pid-*`` file in
+    ``hold``), wait until the process is gone, then release the other episodes; returns its pid."""
+    deadline = time.monotonic() + timeout
+    while not list(hold.glob("pid-*")):
+        assert time.monotonic() < deadline, "no worker reached the held step"
+        time.sleep(0.02)
+    pid = int(sorted(hold.glob("pid-*"))[0].read_text())
+    assert pid != os.getpid()
+    os.kill(pid, signal.SIGKILL)
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, f"worker {pid} survived SIGKILL"
+        time.sleep(0.02)
+    (hold / "release").write_text("go")
+    return pid
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_worker_process_killed_with_sigkill_mid_rollout_then_update_policy_and_the_next_step(
+        ray_cluster, tmp_path, chatml_tokenizer, retries):
+    """The issue's probe: ``kill -9`` of a real worker process while it plays an episode, then the
+    trainer's next calls (update_policy, the next batch). It used to raise AttributeError on the
+    dead slot in update_policy."""
+    cfg = config(tmp_path, ray_worker_retries=retries)
+    policy = tiny_policy(chatml_tokenizer, cfg)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    tasks = [dict(TASKS[0], hold=str(hold))] + TASKS[1:3]  # only worker 0's shard ([0, 2)) waits
+    with RayRolloutEngine(cfg, policy, chatml_tokenizer, env=HoldEnv) as engine:
+        engine.update_policy(policy, version=0)
+        pids = [ray.get(w.describe.remote())["pid"] for w in engine.workers]
+        pending = engine.submit(tasks, seed=7)
+        killed = kill_first_holder(hold)
+        assert killed == pids[0]
+        got = engine.gather(pending)
+        assert [t.group_id for t in got] == [0, 0, 1, 1, 2, 2]
+        lost = [t for t in got if t.failed]
+        assert len(lost) == (0 if retries else 4)
+        assert all("ray worker 0 died" in t.failure_reason and t.metrics["worker_lost"] == 1.0 for t in lost)
+        assert engine.last_metrics["ray/lost_episodes"] == len(lost)
+        with torch.no_grad():
+            for name, p in policy.named_parameters():
+                if "lora_B" in name:
+                    p.add_(0.05)
+        engine.update_policy(policy, version=1)  # the dead slot is skipped, not called
+        again = engine.collect(tasks, seed=8)
+        assert len(again) == 6 and not any(t.failed for t in again)
+        new_pids = [ray.get(w.describe.remote())["pid"] for w in engine.workers]
+        assert killed not in new_pids and new_pids[1] == pids[1]
+        assert ray.get(engine.workers[0].load_weights.remote(None, 1)) == 1
+        assert engine.last_metrics["ray/restarted_workers"] == 1 and engine.last_metrics["ray/workers"] == 2
+
+
+def test_grpo_step_completes_and_checkpoints_after_a_worker_is_killed_with_sigkill(ray_cluster, tmp_path,
+                                                                                  chatml_tokenizer):
+    """End to end: a training run whose worker is SIGKILLed mid-rollout in step 1 finishes both steps,
+    logs the lost episodes and saves its checkpoints (``ray_worker_retries`` 0, the default)."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    cfg = config(tmp_path, global_batch_size=2, max_steps=2, save_every=1)
+    assert cfg.ray_worker_retries == 0
+    tasks = [dict(t, hold=str(hold)) for t in TASKS[:4]]
+    trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
+                          env=HoldEnv, train_tasks=tasks, val_tasks=TASKS[:2])
+    killer = threading.Thread(target=kill_first_holder, args=(hold,), daemon=True)
+    killer.start()
+    try:
+        summary = trainer.train()
+    finally:
+        trainer.close()
+        (hold / "release").write_text("go")
+    killer.join(timeout=5)
+    assert summary["status"] == "FINISHED" and summary["steps"] == 2
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [1, 2]
+    assert train[0]["ray/lost_episodes"] == 2 and train[1]["ray/lost_episodes"] == 0
+    assert train[1]["ray/restarted_workers"] == 1
+    assert [p.name for p in list_checkpoints(tmp_path / "run")] == ["step_000001", "step_000002"]
 
 
 def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, chatml_tokenizer):

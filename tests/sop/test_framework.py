@@ -16,7 +16,7 @@ from mtrl_gym.cli import main
 from mtrl_gym.datasets import read_tasks
 from mtrl_gym.envs.wordle.profile import wordle_split
 from mtrl_gym.envs.sop import SPLITS, SOPEnv, generate_tasks, parse_difficulty, play_oracle, split_seeds
-from mtrl_gym.envs.sop.base import OracleError
+from mtrl_gym.envs.sop.oracle import OracleError
 from mtrl_gym.error import ConfigError, InvalidTask
 from mtrl_gym.wrappers import BoundedShaping, FieldReward, FormatPenalty
 

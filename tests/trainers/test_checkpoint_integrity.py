@@ -119,3 +119,44 @@ def _dead_pid() -> int:
         os._exit(0)
     os.waitpid(pid, 0)
     return pid
+
+
+def test_a_fallback_resume_trims_mlflow_with_metrics_jsonl(tmp_path, chatml_tokenizer):
+    """Resumed from step 1 of a run that had logged step 2, the redone step 2 is recorded once: in
+    metrics.jsonl and in the MLflow run the resumed run logs to (the issue found two MLflow records)."""
+    mlflow = pytest.importorskip("mlflow")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, save_every=1, tracker="mlflow", tracking_uri=uri,
+                         experiment="trim")
+    old_id = first.train()["tracker_run_id"]
+    _truncate(tmp_path / "run" / "checkpoints" / "step_000002" / ckpt.STATE_FILE)
+    with pytest.warns(RuntimeWarning, match="falling back"):
+        resumed = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, save_every=1, tracker="mlflow",
+                               tracking_uri=uri, experiment="trim", resume=tmp_path / "run")
+    assert resumed.step == 1
+    summary = resumed.train()
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    run = client.get_run(summary["tracker_run_id"])
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")] == [1, 2]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "rollout/reward_mean")] == [1, 2]
+    assert run.info.status == "FINISHED" and run.data.params["lora_rank"] == "4"
+    assert run.data.tags["mtrl_gym.resumed_from"] == old_id and run.info.run_name == client.get_run(old_id).info.run_name
+    assert {"config.yaml", "summary.json", "trajectories"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+    old = client.get_run(old_id)
+    assert old.info.lifecycle_stage == "deleted" and old.data.tags["mtrl_gym.superseded_by"] == run.info.run_id
+    experiment = client.get_experiment_by_name("trim").experiment_id
+    assert [r.info.run_id for r in client.search_runs([experiment])] == [run.info.run_id]
+
+
+def test_a_resume_with_nothing_beyond_the_checkpoint_keeps_the_mlflow_run(tmp_path, chatml_tokenizer):
+    mlflow = pytest.importorskip("mlflow")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, save_every=1, tracker="mlflow", tracking_uri=uri)
+    run_id = first.train()["tracker_run_id"]
+    again = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, save_every=1, tracker="mlflow", tracking_uri=uri,
+                         resume=tmp_path / "run")
+    assert again.train()["tracker_run_id"] == run_id
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    assert [m.step for m in client.get_metric_history(run_id, "train/loss")] == [1, 2]

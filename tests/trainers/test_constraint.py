@@ -15,7 +15,7 @@ from mtrl_gym.rollout.constraint import CompletionConstraint
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from mtrl_gym.eval import EvalConfig, RunSpec, evaluate, read_records  # noqa: E402
+from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records  # noqa: E402
 from mtrl_gym.rollout.samplers.base import SampleRequest, SamplingParams  # noqa: E402
 from mtrl_gym.rollout.samplers.hf import HFSampler  # noqa: E402
 from mtrl_gym.rollout.samplers.openai import OpenAISampler  # noqa: E402

@@ -493,3 +493,47 @@ def test_cli_rollout_prints_and_writes_jsonl(tiny_model, chatml_tokenizer, monke
     assert "=== episode 1/1 | task wordle-" in text and "[user] Let's play Wordle." in text
     assert main(["rollout", "--n", "3", "--group-size", "2"]) == 2
     assert "--n (3) must be a positive multiple of --group-size (2)" in capsys.readouterr().err
+
+
+class _Counting(ScriptedSampler):
+    """A scripted sampler that reports its tokens through ``on_tokens`` (as the HF sampler does)."""
+
+    def __init__(self, tokenizer, **kwargs):
+        super().__init__(tokenizer, **kwargs)
+        self.on_tokens = None
+
+    def sample(self, requests):
+        results = super().sample(requests)
+        if self.on_tokens is not None:
+            self.on_tokens(sum(len(r.token_ids) for r in results))
+        return results
+
+
+def test_observers_see_every_sampler_call_token_and_turn_without_patching_the_sampler(chatml_tokenizer):
+    from mtrl_gym.rollout.observers import RolloutObserver
+
+    class Log(RolloutObserver):
+        def __init__(self):
+            self.events = []
+
+        def on_sample(self, requests):
+            self.events.append(("sample", requests))
+
+        def on_tokens(self, n):
+            self.events.append(("tokens", n))
+
+        def on_turn(self, trajectories, finished):
+            self.events.append(("turn", len(trajectories), finished))
+
+    sampler = _Counting(chatml_tokenizer)
+    own: list[int] = []
+    sampler.on_tokens = own.append  # a callback already set keeps getting its counts
+    log = Log()
+    with RolloutEngine(EchoEnv, sampler, chatml_tokenizer, observers=[log]) as engine:
+        trajs = engine.collect([{"id": "a", "turns": 2}, {"id": "b", "turns": 1}], seed=0)
+    sampled = sum(t.sampled_tokens for t in trajs)
+    assert [e for e in log.events if e[0] == "sample"] == [("sample", 2), ("sample", 1)]
+    assert [e for e in log.events if e[0] == "turn"] == [("turn", 2, 1), ("turn", 2, 2)]
+    assert sum(e[1] for e in log.events if e[0] == "tokens") == sum(own) == sampled > 0
+    assert log.events[0] == ("sample", 2) and log.events[1][0] == "tokens"  # tokens arrive during the call
+    assert sampler.on_tokens == own.append and "sample" not in vars(sampler)  # the sampler is left as it was

@@ -60,11 +60,12 @@ def test_tools_false_alone_keeps_the_env_prompt():
 
 
 def test_eval_runs_without_tool_schemas_when_asked():
-    from mtrl_gym.eval import EvalConfig, RunSpec
-    from mtrl_gym.evaluation.runner import _make, _wrappers
+    from mtrl_gym.evaluation import EvalConfig, RunSpec
+    from mtrl_gym.evaluation.runner import _wrappers
+    from mtrl_gym.rollout.envs import make_env
 
     def first_info(spec):
-        return _make(lambda: gymnasium.make("mtrl/Wordle-v0"), _wrappers(EvalConfig(), spec)).reset(seed=0)[1]
+        return make_env(lambda: gymnasium.make("mtrl/Wordle-v0"), wrappers=_wrappers(EvalConfig(), spec)).reset(seed=0)[1]
 
     assert first_info(RunSpec("base", model="smollm2-135m"))["tools"]
     assert first_info(RunSpec("base", model="smollm2-135m", serving={"tools": False}))["tools"] == []

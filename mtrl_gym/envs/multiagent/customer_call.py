@@ -350,7 +350,7 @@ def profile():
     """The CustomerService SOP's task splits (the call plays the same generated worlds)."""
     import dataclasses
 
-    return dataclasses.replace(_CallSOPEnv.profile(), reference_policies={})
+    return dataclasses.replace(_CallSOPEnv.profile(), reference_policies={}, secret=None)  # seats: see the kit's docs
 
 
 def env(**kwargs: Any) -> CustomerCallEnv:

@@ -21,6 +21,7 @@ from gymnasium import spaces
 
 from mtrl_gym.envs.spaces import TextSpace
 from mtrl_gym.error import ConfigError
+from mtrl_gym.registry import normalize_id
 
 __all__ = ["DEFAULT_OPPONENTS", "MATCH_OPPONENTS", "SeatEnv"]
 
@@ -63,7 +64,7 @@ class SeatEnv(gymnasium.Env[str, str]):
         if unknown:
             raise ConfigError(f"`opponents` names {unknown}, which are not other seats of {env_id} "
                               f"(the learner plays {self.seat!r}; seats: {seats})")
-        default = DEFAULT_OPPONENTS.get(env_id.removeprefix("mtrl_gym:"))
+        default = DEFAULT_OPPONENTS.get(normalize_id(env_id))
         self.opponents: dict[str, Any] = {}
         for s in seats:
             if s == self.seat:
@@ -94,7 +95,7 @@ class SeatEnv(gymnasium.Env[str, str]):
         from mtrl_gym.envs.profile import profile_of
 
         names = policy_names(self.multi, self.seat)
-        return dataclasses.replace(profile_of(self.env_id), success_threshold=self.success_threshold,
+        return dataclasses.replace(profile_of(self.env_id), success_threshold=self.success_threshold, secret=None,
                                    reference_policies={n: (lambda env, n=n: env.unwrapped.reference_policy(n))
                                                        for n in names})
 

@@ -60,6 +60,11 @@ class DuelGame(CycleGame):
     reward_range = (LOSS_REWARD, WIN_REWARD)
     success_threshold = WIN_REWARD
 
+    @property
+    def secret_word(self) -> str:
+        """The word both seats look for (for tests and the kit's leak check; never show it to a seat)."""
+        return self._secret
+
     def __init__(self, max_cycles: int = DEFAULT_MAX_CYCLES, invalid_word: str = "reject"):
         super().__init__(max_cycles)
         self.boards = {s: WordleEnv(invalid_word=invalid_word, max_steps=_UNLIMITED_TURNS) for s in SEATS}
@@ -321,7 +326,12 @@ def profile():
     from mtrl_gym.envs.wordle.profile import wordle_profile
 
     return dataclasses.replace(wordle_profile(DuelGame.success_threshold), reference_policies={},
-                               shaping_limits=None, turn_facts=None)
+                               shaping_limits=None, turn_facts=None, secret=_seat_secrets)
+
+
+def _seat_secrets(env: Any) -> dict[str, str]:
+    """The kit's leak check: neither seat may see the shared word before the final cycle."""
+    return {seat: env.game.secret_word for seat in env.possible_agents}
 
 
 def env(**kwargs: Any) -> WordleDuelEnv:

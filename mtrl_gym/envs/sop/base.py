@@ -31,47 +31,29 @@ import numpy as np
 from mtrl_gym.envs.sandbox.env import ToolSandboxEnv
 from mtrl_gym.envs.sandbox.final import FinalAnswer
 from mtrl_gym.envs.sandbox.grading import Grade
-from mtrl_gym.envs.sandbox.tools import ToolError, ToolSet
+from mtrl_gym.envs.sandbox.tools import ToolSet
 from mtrl_gym.envs.sop.document import FrontMatter, read_document, sop_path
 from mtrl_gym.envs.sop.grading import Field, GradeResult, check_expected, grade
 from mtrl_gym.envs.sop.manual import complete_manual
 from mtrl_gym.envs.sop.parts import package_parts
-from mtrl_gym.error import ConfigError, Error, InvalidTask
-from mtrl_gym.parsing import format_tool_call
+from mtrl_gym.envs.sop.task_text import render_task
+from mtrl_gym.envs.sop.tasks import SPLITS
+from mtrl_gym.error import ConfigError, InvalidTask
 
-__all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "SPLITS", "NOISE_LEVELS", "OracleError", "render_task", "parse_task_inputs",
-           "play_oracle", "canonical"]
+__all__ = ["SOPDomain", "SOPEnv", "RecordCheck", "NOISE_LEVELS", "canonical"]
 
-#: World-seed ranges ``[low, high)`` of the dataset splits: train and validation never share a world.
-SPLITS: dict[str, tuple[int, int]] = {"train": (0, 2**30), "val": (2**30, 2**31)}
 #: Allowed values of the ``noise`` difficulty knob: 0 clean records, 1 some noise, 2 heavy noise.
 NOISE_LEVELS = (0, 1, 2)
-_INPUTS_HEADER = "Task inputs:"
-_INPUTS_RE = re.compile(r"Task inputs:\s*```json\s*\n(.*?)\n```", re.DOTALL)
+
+#: The fields of an SOP task row (:mod:`mtrl_gym.envs.sop.tasks`); a row with any other is refused.
+TASK_ROW_FIELDS = ("id", "seed", "difficulty", "prompt", "answer")
 _NAME_RE = re.compile(r"^[A-Z][A-Za-z0-9]{0,39}$")
 _WORLD_CACHE = 64
-
-
-class OracleError(Error, RuntimeError):
-    """The scripted oracle could not follow its procedure through the env (a bug in the domain)."""
 
 
 def canonical(value: Any) -> str:
     """Canonical JSON text of a value (sorted keys): how expected answers and worlds are compared."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def render_task(request: str, inputs: Mapping[str, Any]) -> str:
-    """The first observation: the request, then the inputs as a JSON block (:func:`parse_task_inputs`)."""
-    return f"{request.strip()}\n\n{_INPUTS_HEADER}\n```json\n{json.dumps(dict(inputs), indent=2, ensure_ascii=False)}\n```"
-
-
-def parse_task_inputs(text: str) -> dict[str, Any]:
-    """The task inputs from a first observation made by :func:`render_task`."""
-    m = _INPUTS_RE.search(text)
-    if m is None:
-        raise ValueError("no 'Task inputs:' JSON block in the text")
-    return json.loads(m.group(1))
 
 
 @dataclass(frozen=True)
@@ -323,6 +305,35 @@ class SOPDomain(ABC):
         self.check_difficulty(self.default_difficulty)
 
 
+
+def _check_row_fields(row: Mapping[str, Any]) -> None:
+    """The checks of an SOP row that need no domain: known fields, ``id``/``prompt`` text, the ``seed``."""
+    task_id = row.get("id", "?")
+    for key in row:
+        if key not in TASK_ROW_FIELDS:
+            close = difflib.get_close_matches(str(key), TASK_ROW_FIELDS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidTask(f"task {task_id!r}: unknown field {key!r}{hint}; an SOP task row has the fields "
+                              f"{', '.join(TASK_ROW_FIELDS)}")
+    for key in ("id", "prompt"):
+        if key in row and not isinstance(row[key], str):
+            raise InvalidTask(f"task {task_id!r}: {key!r} must be a string, got {row[key]!r}")
+    seed = row.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+        raise InvalidTask(f"task {task_id!r}: 'seed' must be an int in [0, 2**63), got {seed!r}")
+    difficulty = row.get("difficulty")
+    if difficulty is not None and not isinstance(difficulty, Mapping):
+        raise InvalidTask(f"task {task_id!r}: 'difficulty' must be an object, got {difficulty!r}")
+
+
+def _check_row_difficulty(row: Mapping[str, Any], domain: SOPDomain) -> None:
+    """A row's ``difficulty`` knobs: each known to ``domain``, of its type and within its limits."""
+    try:
+        domain.resolve_difficulty(row.get("difficulty") or {})
+    except ConfigError as e:
+        raise InvalidTask(f"task {row.get('id', '?')!r}: {e}") from None
+
+
 class SOPEnv(ToolSandboxEnv):
     """A business task solved by following a standard operating procedure with tools.
 
@@ -454,11 +465,23 @@ class SOPEnv(ToolSandboxEnv):
 
     @classmethod
     def validate_task(cls, task: Mapping[str, Any]) -> None:
-        """Raise :class:`InvalidTask` for a row without a usable world ``seed``."""
+        """Raise :class:`InvalidTask` for a row ``reset`` would refuse, field by field (so task-file
+        readers report it with file and line): only the fields of :data:`TASK_ROW_FIELDS` (a misspelt
+        one is named with the closest), ``id`` text, ``seed`` an int in ``[0, 2**63)``, ``difficulty``
+        an object of the domain's knobs (names, types, limits), ``prompt`` text, ``answer`` an object
+        with the keys of the domain's answer format."""
+        from mtrl_gym.datasets import decode_task
+
         super().validate_task(task)
-        seed = task.get("seed")
-        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-            raise InvalidTask(f"task {task.get('id', '?')!r}: 'seed' must be an int in [0, 2**63), got {seed!r}")
+        row = decode_task(task, required=cls.task_fields)
+        _check_row_fields(row)
+        if isinstance(cls.domain, SOPDomain):
+            _check_row_difficulty(row, cls.domain)
+            answer, keys = row.get("answer"), list(cls.domain.output_schema)
+            if "answer" in row and (not isinstance(answer, Mapping) or sorted(answer) != sorted(keys)):
+                got = sorted(answer) if isinstance(answer, Mapping) else type(answer).__name__
+                raise InvalidTask(f"task {row.get('id', '?')!r}: 'answer' must be an object with the keys "
+                                  f"{sorted(keys)} of {cls.domain.name}'s answer format, got {got}")
 
     def sample_task(self, rng: np.random.Generator) -> dict[str, Any]:
         low, high = SPLITS[self.split]
@@ -473,12 +496,9 @@ class SOPEnv(ToolSandboxEnv):
         """Regenerate the world from the row's ``seed`` and ``difficulty``, check the row against it,
         and complete the row (``prompt``, ``answer``, ``difficulty``) for the base class."""
         task_id = task.get("id", "?")
+        _check_row_fields(task)
         world_seed = task.get("seed")
-        if isinstance(world_seed, bool) or not isinstance(world_seed, int) or not 0 <= world_seed < 2**63:
-            raise InvalidTask(f"task {task_id!r}: 'seed' must be an int in [0, 2**63), got {world_seed!r}")
         row_difficulty = task.get("difficulty") or {}
-        if not isinstance(row_difficulty, Mapping):
-            raise InvalidTask(f"task {task_id!r}: 'difficulty' must be an object, got {row_difficulty!r}")
         try:
             difficulty = self.domain.resolve_difficulty({**self.difficulty, **row_difficulty})
         except ConfigError as e:
@@ -578,51 +598,3 @@ class SOPEnv(ToolSandboxEnv):
             errors.setdefault(name, why)
         score = sum(fields.values()) / (len(fields) + len(result.extra_keys))
         return GradeResult(False, score, fields, errors, result.extra_keys)
-
-
-def play_oracle(env: Any, *, seed: int | None = None, options: Mapping[str, Any] | None = None,
-                transcript: list[tuple[str, str]] | None = None) -> tuple[float, dict[str, Any], int]:
-    """Play one episode with the domain's oracle through ``env``'s real text interface.
-
-    The oracle reads the task inputs from the first observation, every ``call`` is a
-    ``<tool_call>`` message stepped through the env (its result decoded from the
-    observation's tool result), and the answer is submitted with the ``submit`` tool.
-    Returns ``(reward, final info, steps)``; ``transcript``, if given, receives the
-    ``(action, observation)`` pairs, the reset observation first (action ``""``). Raises
-    :class:`OracleError` when a call is rejected or the episode ends early.
-    """
-    sop_env = env.unwrapped
-    if not isinstance(sop_env, SOPEnv):
-        raise ConfigError(f"play_oracle needs an SOP env, got {type(sop_env).__name__}")
-    obs, _ = env.reset(seed=seed, options=dict(options) if options is not None else None)
-    inputs = parse_task_inputs(obs)
-    steps = 0
-    log = transcript if transcript is not None else []
-    log.append(("", obs))
-
-    def call(name: str, arguments: dict[str, Any]) -> Any:
-        nonlocal steps
-        text = format_tool_call(name, arguments)
-        obs, _, terminated, truncated, info = env.step(text)
-        log.append((text, obs))
-        steps += 1
-        outcome, content = info["tool_outcomes"][0], info["tool_results"][0]["content"]
-        if terminated or truncated:
-            raise OracleError(f"the episode ended at the oracle's call {name}({arguments}): {outcome['status']}")
-        if outcome["status"] == "tool_error":
-            raise ToolError(content.removeprefix("Error: "))
-        if outcome["status"] != "ok":
-            raise OracleError(f"the oracle's call {name}({arguments}) failed ({outcome['status']}): {content}")
-        try:
-            return json.loads(content)
-        except ValueError:
-            return content
-
-    answer = sop_env.domain.oracle(inputs, call)
-    submit = sop_env.final_answer.tool or "submit"
-    text = format_tool_call(submit, {"answer": answer})
-    obs, reward, terminated, truncated, info = env.step(text)
-    log.append((text, obs))
-    if not terminated:
-        raise OracleError(f"the oracle's final answer was not accepted: {info['tool_results'][0]['content']}")
-    return float(reward), info, steps + 1

@@ -30,6 +30,11 @@ def _oracle(env, **options):
     return OracleReplay(env)
 
 
+def _secret(env) -> dict:
+    """The expected answer object: the kit's leak check searches for it (as JSON text and as a value)."""
+    return env.unwrapped.expected_answer
+
+
 def sop_profile(env_cls: type) -> EnvProfile:
     """The profile of an :class:`~mtrl_gym.envs.sop.SOPEnv` subclass (its class attribute ``domain``)."""
     domain = env_cls.domain
@@ -44,4 +49,5 @@ def sop_profile(env_cls: type) -> EnvProfile:
     splits = {"train": split("train"), "val": split("val")} if domain is not None else {}
     return EnvProfile(splits=splits, eval_splits=frozenset({"val"}),
                       reference_policies={"solver": _oracle, "teacher": _oracle} if domain is not None else {},
-                      success_threshold=float(env_cls.success_threshold))
+                      success_threshold=float(env_cls.success_threshold),
+                      secret=_secret)

@@ -1,6 +1,6 @@
 """An SOP domain's reference procedure as a text policy (for baselines and demonstrations).
 
-:class:`OracleReplay` plays each episode's oracle (:func:`~mtrl_gym.envs.sop.play_oracle`)
+:class:`OracleReplay` plays each episode's oracle (:func:`~mtrl_gym.envs.sop.oracle.play_oracle`)
 on a twin env at reset and then replays its messages one by one, so the real env (and
 anything recording it, such as the rollout engine) sees exactly the oracle's calls and
 answer. The policy interface is the reference-policy one: ``reset(info, rng, seed=,
@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
+from mtrl_gym.envs.sop.oracle import OracleError, play_oracle
 from mtrl_gym.error import ConfigError
 
 __all__ = ["OracleReplay"]
@@ -26,7 +27,7 @@ class OracleReplay:
     At each reset the oracle plays the episode on a twin env (same registered id and
     arguments, same seed and task); its messages are then replayed in order, so the real
     env sees exactly the oracle's calls and answer. If the oracle cannot finish a task
-    (:class:`~mtrl_gym.envs.sop.OracleError`), what it did is replayed and the episode
+    (:class:`~mtrl_gym.envs.sop.oracle.OracleError`), what it did is replayed and the episode
     ends like any other that stops short.
     """
 
@@ -40,8 +41,6 @@ class OracleReplay:
 
     def reset(self, info: Mapping[str, Any], rng: np.random.Generator, *, seed: int | None = None,
               task: Mapping[str, Any] | None = None, **episode: Any) -> None:
-        from mtrl_gym.envs.sop import OracleError, play_oracle
-
         transcript: list[tuple[str, str]] = []
         try:
             play_oracle(self._twin, seed=seed, options={"task": dict(task)} if task is not None else None,

@@ -4,7 +4,7 @@ A row is ``{"prompt", "answer", "id", "seed", "difficulty"}`` (the row format of
 :mod:`mtrl_gym.datasets`): ``seed`` and ``difficulty`` regenerate the world, ``prompt`` is
 the first observation and ``answer`` the expected object. World seeds of the ``train``
 split lie in ``[0, 2**30)`` and those of ``val`` in ``[2**30, 2**31)``
-(:data:`~mtrl_gym.envs.sop.base.SPLITS`), so the splits never share a world.
+(:data:`SPLITS`), so the splits never share a world.
 
 >>> split_seeds(3, seed=0, split="val") == split_seeds(3, seed=0, split="val")
 True
@@ -17,15 +17,20 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mtrl_gym.envs.sop.base import SPLITS, SOPDomain
 from mtrl_gym.datasets import parse_options
 from mtrl_gym.error import ConfigError
 
-__all__ = ["generate_tasks", "split_seeds", "task_id", "parse_difficulty"]
+if TYPE_CHECKING:
+    from mtrl_gym.envs.sop.base import SOPDomain
+
+__all__ = ["generate_tasks", "split_seeds", "task_id", "parse_difficulty", "SPLITS"]
+
+#: World-seed ranges ``[low, high)`` of the dataset splits: train and validation never share a world.
+SPLITS: dict[str, tuple[int, int]] = {"train": (0, 2**30), "val": (2**30, 2**31)}
 
 
 def split_seeds(n: int, *, seed: int = 0, split: str = "train") -> list[int]:

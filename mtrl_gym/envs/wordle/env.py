@@ -196,6 +196,11 @@ class WordleEnv(gymnasium.Env[str, str]):
         self._done = True
         self._last_obs = ""
 
+    @property
+    def expected_answer(self) -> str:
+        """The current game's answer word (for tests and the kit's leak check; never show it to the agent)."""
+        return self._answer
+
     # ------------------------------------------------------------------ reset
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -42,13 +42,16 @@ from typing import Any
 
 import numpy as np
 
+from mtrl_gym import registry
 from mtrl_gym.envs.wordle import game
 
 __all__ = ["TurnFacts", "replay_game", "board_consistent", "random_consistency", "play_metrics", "wilson_interval",
-           "RANDOM_ANSWER_SOLVE_RATE"]
+           "RANDOM_ANSWER_SOLVE_RATE", "REPLAY_ENV_ID"]
 
 #: Solve rate of a policy that plays a distinct random answer-list word on each of 6 turns.
 RANDOM_ANSWER_SOLVE_RATE = game.MAX_GUESSES / len(game.answers())
+#: The env replays run through, made by id (the Wordle profile names this module): the standard game.
+REPLAY_ENV_ID = "mtrl/Wordle-v0"
 
 
 @dataclass
@@ -84,9 +87,7 @@ def replay_game(secret: str, actions: Sequence[str]) -> tuple[list[TurnFacts], b
 
     Replay stops when the env ends the game; actions after that are ignored.
     """
-    from mtrl_gym.envs.wordle.env import WordleEnv
-
-    env = WordleEnv()
+    env = registry.make(REPLAY_ENV_ID).unwrapped
     env.reset(seed=0, options={"answer": secret})
     board: list[tuple[str, int]] = []
     turns: list[TurnFacts] = []
@@ -186,7 +187,7 @@ def records_play_metrics(records: Sequence[Mapping[str, Any]], *, split_seed: in
     """:func:`play_metrics` of evaluation episode records (dicts with ``messages``, ``task_id``,
     ``final_info``): the secret is the final step's ``info["answer"]``, else the split row named
     by the record's ``task_id``; records whose secret cannot be found are left out."""
-    from mtrl_gym.envs.wordle.profile import wordle_split
+    from mtrl_gym.envs.wordle.splits import wordle_split
 
     by_id = {row["id"]: row["answer"] for split in wordle_split(seed=split_seed) for row in split}
     games = []

@@ -1,11 +1,8 @@
 """What the Wordle envs tell the rest of mtrl_gym (their :class:`~mtrl_gym.envs.profile.EnvProfile`).
 
-* **Splits.** The 1,923 answers, sorted and shuffled with ``random.Random(seed)`` (seed 42 by
-  default): the first 640 are ``train`` (ids ``wordle_train_NNNN``), the next 128 ``val``
-  (``wordle_val_NNNN``), and ``all`` is every answer in list order. With the defaults this
-  reproduces the ``training-data.jsonl`` and ``validation-data.jsonl`` of the Amazon SageMaker AI
-  multi-turn RL service's public Wordle sample exactly. ``val`` is held out:
-  demonstrations and training refuse it.
+* **Splits.** ``train`` and ``val`` are the service's split (:func:`~mtrl_gym.envs.wordle.splits.wordle_split`:
+  640 and 128 of the 1,923 answers, shuffled with seed 42 by default), and ``all`` is every
+  answer in list order. ``val`` is held out: demonstrations and training refuse it.
 * **Reference policies.** ``solver`` (the entropy solver, hard-mode aware), ``random`` (a
   uniformly random allowed word each turn, as a tool call) and ``teacher`` (the consistent
   teacher that demonstrations imitate, :mod:`mtrl_gym.envs.wordle.teacher`).
@@ -21,7 +18,6 @@
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,16 +26,12 @@ import numpy as np
 from mtrl_gym.envs.profile import EnvProfile
 from mtrl_gym.envs.wordle.game import allowed_guesses, answers, spell
 from mtrl_gym.envs.wordle.solver import format_guess
+from mtrl_gym.envs.wordle.splits import SPLIT_SEED, TASK_PROMPT, TRAIN_SIZE, VAL_SIZE, wordle_split
 from mtrl_gym.envs.wordle.turn_facts import wordle_turn_facts
 from mtrl_gym.error import ConfigError
 
 __all__ = ["wordle_split", "wordle_profile", "guess_texts", "SolverPolicyAdapter", "RandomWordPolicy", "TASK_PROMPT",
            "TRAIN_SIZE", "VAL_SIZE", "SPLIT_SEED", "MAX_SUCCESS_WEIGHT", "MAX_FAILURE_WEIGHT"]
-
-#: The ``prompt`` field of a Wordle task row (the service's files).
-TASK_PROMPT = "Guess the 5-letter word"
-#: Sizes and seed of the service's split.
-TRAIN_SIZE, VAL_SIZE, SPLIT_SEED = 640, 128, 42
 
 #: Largest success weight of bounded shaping: adjacent solves differ by 0.1, so 2 * 0.04 < 0.1 keeps a
 #: solve in n guesses above any solve in n + 1, and the worst solve stays >= 1.05 - 0.04 = 1.01.
@@ -47,24 +39,6 @@ MAX_SUCCESS_WEIGHT = 0.04
 #: Largest failure weight: a loss (-0.5) stays in [-0.65, -0.35], far above an episode without a
 #: valid guess (-1.5, whose shaping is never positive).
 MAX_FAILURE_WEIGHT = 0.15
-
-
-def wordle_split(train: int = TRAIN_SIZE, val: int = VAL_SIZE, seed: int = SPLIT_SEED) -> tuple[list[dict], list[dict]]:
-    """Disjoint, reproducible train/validation Wordle tasks.
-
-    The sorted answers are shuffled with ``random.Random(seed)``; the first ``train`` are
-    the training tasks, the next ``val`` the validation tasks. The defaults reproduce the
-    files of the Amazon SageMaker AI multi-turn RL Wordle sample.
-    """
-    words = sorted(answers())
-    if train < 0 or val < 0 or train + val > len(words):
-        raise ConfigError(f"`train` + `val` must be between 0 and {len(words)} answers, got {train} + {val}")
-    random.Random(seed).shuffle(words)
-
-    def rows(chunk, split):
-        return [{"prompt": TASK_PROMPT, "answer": w, "id": f"wordle_{split}_{i:04d}"} for i, w in enumerate(chunk)]
-
-    return rows(words[:train], "train"), rows(words[train:train + val], "val")
 
 
 def _split_fn(which: str):
@@ -143,6 +117,11 @@ def _play_metrics(records):
     return records_play_metrics(records)
 
 
+def _secret(env) -> str:
+    """The answer word: the kit's leak check (``mtrl-gym check``) searches every observation for it."""
+    return env.unwrapped.expected_answer
+
+
 def wordle_profile(success_threshold: float) -> EnvProfile:
     """The profile of :class:`~mtrl_gym.envs.wordle.env.WordleEnv` (both modes)."""
     return EnvProfile(
@@ -158,4 +137,5 @@ def wordle_profile(success_threshold: float) -> EnvProfile:
         turn_facts=wordle_turn_facts,
         play_metrics=_play_metrics,
         action_vocabulary=guess_texts,
+        secret=_secret,
     )

@@ -384,9 +384,7 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
     """The agent source of a run (``source: {name: agent, target: ...}``), for training or
     validation. The failure reward and success threshold come from the configured env
     (``env`` replaces ``config.env``)."""
-    import gymnasium
-
-    from mtrl_gym import registry
+    from mtrl_gym.rollout.envs import failure_reward, make_env
     from mtrl_gym.rollout.sources.local import rollout_config
 
     if config.serving.assistant_prefix:
@@ -397,25 +395,16 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
         warnings.warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used with `agent`: the "
                       "agent runs its own env, turns and reward", stacklevel=5)
     rc = rollout_config(config, validation=validation)
-    source = env if env is not None else config.env
-    if callable(source):
-        probe = source()
-    elif source.removeprefix("mtrl_gym:") in registry.ENV_SPECS:
-        probe = registry.make(source, **config.env_kwargs)
-    else:
-        probe = gymnasium.make(source, **config.env_kwargs)
-    try:
-        low = float(probe.get_wrapper_attr("reward_range")[0])
-    except AttributeError:
-        low = -math.inf
+    probe = make_env(env if env is not None else config.env, config.env_kwargs)
     try:
         threshold = probe.get_wrapper_attr("success_threshold")
     except AttributeError:
         threshold = None
-    probe.close()
-    if not math.isfinite(low):
-        raise ConfigError(f"environment {config.env!r} has no finite minimum reward, which failed agent episodes "
-                          "get; use an env with a finite reward_range")
+    try:
+        low = failure_reward(probe, what=f"environment {config.env!r}",
+                             fix="failed agent episodes get it: use an env with a finite reward_range")
+    finally:
+        probe.close()
     budget = config.episode_time_budget_s or DEFAULT_AGENT_TIME_BUDGET_S
     limit = getattr(sampler, "max_context_length", None)
     context = min(config.max_episode_tokens, limit) if limit else config.max_episode_tokens

@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.rollout.engine import EnvSource, RolloutConfig, RolloutEngine, _Episode, _reason
+from mtrl_gym.rollout.engine import EpisodeState, RolloutConfig, RolloutEngine, failure_text
+from mtrl_gym.rollout.envs import EnvSource
 from mtrl_gym.rollout.samplers.base import Sampler
 from mtrl_gym.rollout.trajectory import Trajectory
 
@@ -73,7 +74,7 @@ class _Seat:
     """One seat of one game: a model episode (``ep``) or a text policy, and what it is owed."""
 
     name: str
-    ep: _Episode | None = None
+    ep: EpisodeState | None = None
     sampler: Sampler | None = None
     policy: Any = None
     reset_info: dict[str, Any] = field(default_factory=dict)
@@ -180,7 +181,7 @@ class MultiAgentRolloutEngine(RolloutEngine):
                 group = g * len(self.trained_seats) + self.trained_seats.index(name) if player == SELF else \
                     g * len(self.seats) + i
                 traj = Trajectory(task_id=row_id, env_id=self.env_id, group_id=group, sample_index=k, seed=base + g)
-                seat.ep = _Episode(env=None, traj=traj, session=f"{run}-{g}-{k}-{name}", start=time.monotonic())
+                seat.ep = EpisodeState(env=None, traj=traj, session=f"{run}-{g}-{k}-{name}", start=time.monotonic())
             else:
                 seat.policy = player if not isinstance(player, str) else _policy(env, name, player)
             seats[name] = seat
@@ -190,7 +191,7 @@ class MultiAgentRolloutEngine(RolloutEngine):
         except Exception as e:  # noqa: BLE001 - a broken reset fails the game's episodes, not the run
             for seat in seats.values():
                 if seat.ep is not None:
-                    self._fail(seat.ep, _reason("env reset", e))
+                    self._fail(seat.ep, failure_text("env reset", e))
             game.over = True
             return game
         for i, seat in enumerate(seats.values()):
@@ -240,7 +241,7 @@ class MultiAgentRolloutEngine(RolloutEngine):
                     actions[seat.name] = ""  # its episode has ended; the game goes on
             self._step_game(game, actions)
 
-    def _sample_with(self, sampler: Sampler, episodes: list[_Episode], base: int) -> None:
+    def _sample_with(self, sampler: Sampler, episodes: list[EpisodeState], base: int) -> None:
         """The engine's batched turn, with ``sampler`` (the trained one, or a frozen checkpoint)."""
         trained = self.sampler
         self.sampler = sampler
@@ -255,7 +256,7 @@ class MultiAgentRolloutEngine(RolloutEngine):
         except Exception as e:  # noqa: BLE001 - a broken env step fails the game's episodes, not the run
             for seat in game.seats.values():
                 if seat.ep is not None and not seat.ep.done:
-                    self._fail(seat.ep, _reason("env step", e))
+                    self._fail(seat.ep, failure_text("env step", e))
             game.over = True
             return
         game.obs, game.infos = obs, infos
@@ -272,7 +273,7 @@ class MultiAgentRolloutEngine(RolloutEngine):
                     self._after_step(ep, _text(obs[seat.name]), reward, terminations[seat.name],
                                      truncations[seat.name], infos[seat.name])
                 except Exception as e:  # noqa: BLE001 - e.g. a reply the chat template cannot render
-                    self._fail(ep, _reason("env reply", e))
+                    self._fail(ep, failure_text("env reply", e))
             elif not seat.opened and game.over:  # the game ended before this seat ever acted
                 ep.traj.final_info = dict(infos[seat.name])
                 ep.traj.terminated, ep.traj.truncated = bool(terminations[seat.name]), bool(truncations[seat.name])

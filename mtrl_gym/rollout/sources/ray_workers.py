@@ -191,6 +191,8 @@ class _Shard:
     tasks: list[Any]
     worker: int
     ref: Any
+    error: BaseException | None = None
+    """Why no worker took the shard (its replacement could not start); ``ref`` is then None."""
 
 
 @dataclass
@@ -284,7 +286,9 @@ class RayRolloutEngine(RolloutSource):
                 tensors = {n: p.detach().to("cpu", copy=True) for n, p in model.named_parameters() if n in wanted}
         ref = ray.put(tensors)
         self._weights = (ref, int(version or 0))
-        calls = [(i, w.load_weights.remote(ref, int(version or 0))) for i, w in enumerate(self.workers)]
+        # A slot emptied by a death (gather) stays empty: its replacement gets these weights when next used.
+        calls = [(i, w.load_weights.remote(ref, int(version or 0))) for i, w in enumerate(self.workers)
+                 if w is not None]
         for i, call in calls:
             try:
                 ray.get(call)
@@ -304,7 +308,12 @@ class RayRolloutEngine(RolloutSource):
         tasks = list(tasks)
         shards = []
         for i, (start, end) in enumerate(shard_bounds(len(tasks), len(self.workers))):
-            worker = self._live_worker(i)
+            try:
+                worker = self._live_worker(i)
+            except _worker_errors() as e:  # the replacement died starting: the shard is lost (or retried)
+                self.workers[i] = None
+                shards.append(_Shard(start, tasks[start:end], i, None, e))
+                continue
             shards.append(_Shard(start, tasks[start:end], i, worker.collect.remote(tasks[start:end], seed, start)))
         return _Pending(int(seed), shards)
 
@@ -315,6 +324,8 @@ class RayRolloutEngine(RolloutSource):
         lost = retried = 0
         for shard in pending.shards:
             try:
+                if shard.ref is None:
+                    raise shard.error
                 records = ray.get(shard.ref)
             except _worker_errors() as first:
                 self.workers[shard.worker] = None
@@ -322,8 +333,8 @@ class RayRolloutEngine(RolloutSource):
                 records = None
                 if self.options.worker_retries:
                     retried += 1
-                    worker = self._live_worker(shard.worker)
                     try:
+                        worker = self._live_worker(shard.worker)
                         records = ray.get(worker.collect.remote(shard.tasks, pending.seed, shard.start))
                     except _worker_errors() as second:
                         self.workers[shard.worker] = None

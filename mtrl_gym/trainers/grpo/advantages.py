@@ -29,15 +29,14 @@ Conventions shared by all estimators.
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import torch
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.trainers.grpo.selection import check_options, lookup_by_name
 
 __all__ = [
     "Advantages",
@@ -346,44 +345,13 @@ ADVANTAGE_ESTIMATORS: dict[str, Callable[..., Advantages]] = {
 PER_TURN_ESTIMATORS: frozenset[str] = frozenset({"group_based_per_turn"})
 
 
-def _lookup(table: Mapping[str, Any], name: str, kind: str) -> Any:
-    """``table[name]``, or a ConfigError naming ``name``, close matches and every valid name.
-
-    Shared by the selection functions of this package (advantages, losses, aggregations).
-    """
-    if isinstance(name, str) and name in table:
-        return table[name]
-    key = str(name).replace("-", "_").lower()
-    close = [n for n in table if key and key in n]  # "seq_mean" -> "seq_mean_token_mean" first
-    close += difflib.get_close_matches(key, list(table), n=3, cutoff=0.5)
-    close = list(dict.fromkeys(close))[:3]
-    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ConfigError(f"unknown {kind} {name!r}.{hint} Valid: {', '.join(sorted(table))}")
-
-
-def _check_options(fn: Callable[..., Any], options: Mapping[str, Any], what: str,
-                   reserved: Sequence[str] = ()) -> None:
-    """Raise ConfigError when ``options`` are not keyword-only parameters of ``fn``, or when
-    a required one is missing. ``reserved`` names keyword-only parameters the caller fills."""
-    params = {p.name: p for p in inspect.signature(fn).parameters.values()
-              if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in reserved}
-    unknown = sorted(set(options) - set(params))
-    if unknown:
-        accepted = ", ".join(sorted(params)) or "(none)"
-        raise ConfigError(f"{what} got unknown option(s) {', '.join(map(repr, unknown))}; "
-                          f"it accepts: {accepted}")
-    missing = [n for n, p in params.items() if p.default is p.empty and n not in options]
-    if missing:
-        raise ConfigError(f"{what} needs option(s) {', '.join(map(repr, missing))}")
-
-
 def get_advantage_estimator(name: str) -> Callable[..., Advantages]:
     """The estimator called ``name`` in :data:`ADVANTAGE_ESTIMATORS`.
 
     Raises:
         ConfigError: unknown name; the message suggests close matches and lists all names.
     """
-    return _lookup(ADVANTAGE_ESTIMATORS, name, "advantage estimator")
+    return lookup_by_name(ADVANTAGE_ESTIMATORS, name, "advantage estimator")
 
 
 def compute_advantages(name: str, rewards: torch.Tensor | None, group_size: int, *,
@@ -405,7 +373,7 @@ def compute_advantages(name: str, rewards: torch.Tensor | None, group_size: int,
             estimator needs were not given.
     """
     fn = get_advantage_estimator(name)
-    _check_options(fn, options, f"advantage estimator {name!r}", reserved=("turn_mask",))
+    check_options(fn, options, f"advantage estimator {name!r}", reserved=("turn_mask",))
     if name in PER_TURN_ESTIMATORS:
         if turn_rewards is None:
             raise ConfigError(f"advantage estimator {name!r} needs per-turn rewards: pass "

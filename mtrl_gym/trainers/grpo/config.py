@@ -145,7 +145,11 @@ class GRPOConfig(ConfigBase):
     global_batch_size: int = 128
     """Tasks per step (each played ``group_size`` times)."""
     group_size: int = 8
-    """Rollouts per task; advantages compare the rollouts of a group."""
+    """Rollouts per task; advantages compare the rollouts of a group, so at least 2 (see
+    ``allow_zero_signal``)."""
+    allow_zero_signal: bool = False
+    """Accept ``group_size`` 1, where every advantage is 0 and only a KL term can move the
+    policy (e.g. to measure a pipeline's cost); otherwise such a run is refused."""
     max_steps: int | None = 100
     """Training steps (one step: sample a batch, update). None: run ``max_epochs``."""
     max_epochs: float | None = None
@@ -339,6 +343,10 @@ class GRPOConfig(ConfigBase):
     def _check_batch(self) -> None:
         _at_least(self, "global_batch_size", 1)
         _at_least(self, "group_size", 1)
+        if self.group_size == 1 and not self.allow_zero_signal:
+            raise ConfigError("`group_size` is 1: every group has a single rollout, so every advantage is 0 and "
+                              "the run would train nothing; use group_size >= 2 (e.g. 8), or set "
+                              "allow_zero_signal: true to run it anyway")
         _at_least(self, "updates_per_step", 1)
         _at_least(self, "micro_batch_tokens", 16)
         _optional_at_least(self, "max_steps", 1)
@@ -462,6 +470,7 @@ def _wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
 def _check_maths_names(cfg: GRPOConfig) -> None:
     """Check loss, aggregation, estimator names and their options against the maths modules."""
     from mtrl_gym.trainers.grpo import advantages, losses
+    from mtrl_gym.trainers.grpo.selection import check_options
 
     losses.get_aggregation(cfg.aggregation)
     reserved = ("aggregation", "max_tokens", "denominator", "ref_logp", "kl_coef", "is_weights")
@@ -469,7 +478,7 @@ def _check_maths_names(cfg: GRPOConfig) -> None:
     if bad:
         raise ConfigError(f"`loss_kwargs` may not set {bad}: use the config fields "
                           "`aggregation`, `kl_coef` and `tis_cap` instead")
-    advantages._check_options(losses.get_loss(cfg.loss), cfg.loss_kwargs, f"loss {cfg.loss!r}", reserved=reserved)
+    check_options(losses.get_loss(cfg.loss), cfg.loss_kwargs, f"loss {cfg.loss!r}", reserved=reserved)
     estimator = advantages.get_advantage_estimator(cfg.advantage)
-    advantages._check_options(estimator, cfg.advantage_kwargs, f"advantage estimator {cfg.advantage!r}",
-                              reserved=("turn_mask",))
+    check_options(estimator, cfg.advantage_kwargs, f"advantage estimator {cfg.advantage!r}",
+                  reserved=("turn_mask",))

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 import torch
 
 from mtrl_gym.error import ConfigError
-from mtrl_gym.trainers.grpo.advantages import _check_options, _lookup
+from mtrl_gym.trainers.grpo.selection import check_options, lookup_by_name
 
 __all__ = [
     "LossOutput",
@@ -254,7 +254,7 @@ AGGREGATIONS: dict[str, Callable[..., torch.Tensor]] = {
 
 def get_aggregation(name: str) -> Callable[..., torch.Tensor]:
     """The aggregation called ``name`` in :data:`AGGREGATIONS` (ConfigError if unknown)."""
-    return _lookup(AGGREGATIONS, name, "aggregation")
+    return lookup_by_name(AGGREGATIONS, name, "aggregation")
 
 
 # --------------------------------------------------------------------------- common tail
@@ -469,7 +469,7 @@ def get_loss(name: str) -> Callable[..., LossOutput]:
     Raises:
         ConfigError: unknown name; the message suggests close matches and lists all names.
     """
-    return _lookup(LOSSES, name, "loss")
+    return lookup_by_name(LOSSES, name, "loss")
 
 
 def compute_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor,
@@ -477,5 +477,5 @@ def compute_loss(name: str, logp: torch.Tensor, old_logp: torch.Tensor,
     """Run the loss ``name`` with keyword ``options`` (checked: an unknown option, such as
     ``dual_clip`` for ``cispo``, raises ConfigError listing the accepted ones)."""
     fn = get_loss(name)
-    _check_options(fn, options, f"loss {name!r}")
+    check_options(fn, options, f"loss {name!r}")
     return fn(logp, old_logp, advantages, mask, **options)

@@ -53,6 +53,10 @@ class Tracker:
     def finish(self, status: str = "FINISHED") -> None:
         """Close the run (``FINISHED``, ``KILLED`` or ``FAILED``)."""
 
+    def truncate_after(self, step: int) -> None:
+        """Forget what was recorded beyond ``step`` when the run is re-opened (a resume repeats those
+        steps); called before :meth:`start`."""
+
 
 NullTracker = Tracker
 
@@ -83,6 +87,10 @@ class MLflowTracker(Tracker):
         self.artifact_location = artifact_location
         self._client = None
         self.run_id = None
+        self._keep_through: int | None = None
+
+    def truncate_after(self, step: int) -> None:
+        self._keep_through = int(step)
 
     def start(self, params: Mapping[str, Any], run_id: str | None = None) -> None:
         mlflow = self._mlflow
@@ -91,6 +99,8 @@ class MLflowTracker(Tracker):
             try:
                 self._client.update_run(run_id, status="RUNNING")
                 self.run_id = run_id
+                if self._keep_through is not None:
+                    self.run_id = _trimmed_run(self._client, mlflow, run_id, self._keep_through)
                 return
             except Exception as e:  # noqa: BLE001 - another store, or the run was deleted
                 warnings.warn(f"cannot re-open MLflow run {run_id} in {self.tracking_uri} ({e}); "
@@ -121,6 +131,43 @@ class MLflowTracker(Tracker):
     def finish(self, status: str = "FINISHED") -> None:
         if self.run_id is not None and self._client is not None:
             self._client.set_terminated(self.run_id, status=status)
+
+
+def _trimmed_run(client: Any, mlflow: Any, run_id: str, step: int) -> str:
+    """The id of run ``run_id`` without its metric records beyond ``step``.
+
+    MLflow cannot delete single metric records, so when the run has some (a resume from an
+    older checkpoint repeats those steps) they are left behind: a new run of the same
+    experiment and name gets the params, the tags, the metric history up to ``step`` and the
+    artifacts, is tagged ``mtrl_gym.resumed_from``; the old run is tagged
+    ``mtrl_gym.superseded_by``, marked KILLED and deleted (``mlflow gc`` purges it;
+    ``MlflowClient.restore_run`` brings it back). Without such records the run is kept.
+    """
+    import tempfile
+
+    entities = mlflow.entities
+    old = client.get_run(run_id)
+    histories = {key: client.get_metric_history(run_id, key) for key in old.data.metrics}
+    if not any(m.step > step for history in histories.values() for m in history):
+        return run_id
+    tags = {k: v for k, v in old.data.tags.items() if not k.startswith("mlflow.")}
+    new = client.create_run(old.info.experiment_id, run_name=old.info.run_name,
+                            tags={**tags, "mtrl_gym.resumed_from": run_id, "mtrl_gym.resumed_at_step": str(step)})
+    new_id = new.info.run_id
+    params = [entities.Param(k, v) for k, v in old.data.params.items()]
+    for i in range(0, len(params), 100):
+        client.log_batch(new_id, params=params[i:i + 100])
+    kept = [entities.Metric(m.key, m.value, m.timestamp, m.step)
+            for history in histories.values() for m in history if m.step <= step]
+    for i in range(0, len(kept), 500):
+        client.log_batch(new_id, metrics=kept[i:i + 500])
+    if client.list_artifacts(run_id):
+        with tempfile.TemporaryDirectory() as tmp:
+            client.log_artifacts(new_id, client.download_artifacts(run_id, "", tmp))
+    client.set_tag(run_id, "mtrl_gym.superseded_by", new_id)
+    client.set_terminated(run_id, status="KILLED")
+    client.delete_run(run_id)
+    return new_id
 
 
 def _metric_key(key: str) -> str:
@@ -200,7 +247,11 @@ class RunRecorder:
         return out
 
     def truncate_after(self, step: int) -> None:
-        """Drop metrics.jsonl records beyond ``step`` (a resumed run repeats them)."""
+        """Drop metrics.jsonl records beyond ``step`` (a resumed run repeats them), and have the
+        tracker drop its own when it re-opens the run (:meth:`Tracker.truncate_after`)."""
+        trim = getattr(self.tracker, "truncate_after", None)  # a tracker written before the hook has none
+        if trim is not None:
+            trim(step)
         if not self.metrics_path.is_file():
             return
         keep = []

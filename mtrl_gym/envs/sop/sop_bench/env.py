@@ -20,7 +20,8 @@ from mtrl_gym.envs.sandbox.env import ToolSandboxEnv
 from mtrl_gym.envs.sandbox.final import FinalAnswer
 from mtrl_gym.envs.sandbox.grading import Grade
 from mtrl_gym.envs.sandbox.tools import Tool, ToolError
-from mtrl_gym.envs.sop.base import SOPDomain, render_task
+from mtrl_gym.envs.sop.base import SOPDomain
+from mtrl_gym.envs.sop.task_text import render_task
 from mtrl_gym.envs.sop.grading import GradeResult, grade
 from mtrl_gym.envs.sop.sop_bench.data import LICENCE_TERMS, Benchmark, benchmark_tasks, load_benchmark
 from mtrl_gym.envs.sop.sop_bench.worker import ToolProcess
