@@ -35,7 +35,7 @@ _NO_VALUE = object()
 
 #: The fields ``mtrl-gym train --help`` shows; ``--help-all`` lists every field.
 COMMON_FIELDS = ("env", "model", "output_dir", "source", "sampler", "max_steps", "global_batch_size", "group_size",
-                 "learning_rate", "lora_rank", "train_tasks", "val_every", "tracker", "seed")
+                 "learning_rate", "lora_rank", "train_tasks", "val_every", "tracker")
 
 
 def register(sub) -> None:

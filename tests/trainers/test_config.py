@@ -146,9 +146,10 @@ def test_every_field_is_documented_once():
     assert all(len(docs[n]) > 15 for n in names)
 
 
-def test_train_cli_has_a_flag_per_field_and_prints_the_resolved_config(capsys):
+def test_train_cli_has_a_flag_per_field_and_prints_the_resolved_config(capsys, monkeypatch):
     from mtrl_gym.cli import build_parser, main
 
+    monkeypatch.setenv("COLUMNS", "80")  # an ordinary terminal: --help fits in one screen of 60 lines
     parser = build_parser()
     assert len(parser._subparsers._group_actions[0].choices["train"].format_help().splitlines()) <= 60
     with pytest.raises(SystemExit):
