@@ -8,7 +8,9 @@ Every run writes to its output folder, whatever the tracker:
 * ``summary.json``: totals at the end (tokens by phase, seconds by phase, final metrics).
 
 :class:`MLflowTracker` mirrors the same into MLflow: the config as params, metrics per step,
-trajectory samples and the summary as artifacts. MLflow is imported only when used. With no
+trajectory samples and the summary as artifacts, and a sample of each step's episodes as
+MLflow traces (:mod:`mtrl_gym.rollout.traces`, capped by :class:`TraceConfig`). MLflow is
+imported only when used. With no
 tracking URI configured it uses a local SQLite store in the working directory
 (``sqlite:///mlflow.db``, artifacts under ``./mlruns``), which needs no server and no
 network; mlflow's telemetry is switched off unless the user set ``MLFLOW_DISABLE_TELEMETRY``.
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import DependencyNotInstalled
+from mtrl_gym.rollout.traces import TraceConfig
 from mtrl_gym.rollout.trajectory import Trajectory, json_safe, save_jsonl
 from mtrl_gym.mlflow_store import tracking_uri as store_uri
 
@@ -49,6 +52,9 @@ class Tracker:
     def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         """Attach a file to the run."""
 
+    def log_traces(self, trajectories: Sequence[Trajectory], tags: Mapping[str, Any]) -> None:
+        """Record episodes as traces tagged with ``tags`` (run, step, kind)."""
+
     def finish(self, status: str = "FINISHED") -> None:
         """Close the run (``FINISHED``, ``KILLED`` or ``FAILED``)."""
 
@@ -64,7 +70,8 @@ def default_tracking_uri() -> str:
 class MLflowTracker(Tracker):
     """Logs to MLflow (any tracking URI; a local SQLite store by default)."""
 
-    def __init__(self, tracking_uri: str | None = None, experiment: str = "mtrl-gym", run_name: str | None = None):
+    def __init__(self, tracking_uri: str | None = None, experiment: str = "mtrl-gym", run_name: str | None = None,
+                 traces: TraceConfig | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         try:
             import mlflow
@@ -78,7 +85,9 @@ class MLflowTracker(Tracker):
         self.tracking_uri = tracking_uri or default_tracking_uri()
         self.experiment = experiment
         self.run_name = run_name
+        self.traces = traces or TraceConfig()
         self._client = None
+        self._tracer = None
         self.run_id = None
 
     def start(self, params: Mapping[str, Any], run_id: str | None = None) -> None:
@@ -114,7 +123,19 @@ class MLflowTracker(Tracker):
         if self.run_id is not None:
             self._client.log_artifact(self.run_id, str(path), artifact_path)
 
+    def log_traces(self, trajectories: Sequence[Trajectory], tags: Mapping[str, Any]) -> None:
+        if self.run_id is None or not trajectories:
+            return
+        if self._tracer is None:
+            from mtrl_gym.rollout.traces import EpisodeTracer
+
+            experiment_id = self._client.get_run(self.run_id).info.experiment_id
+            self._tracer = EpisodeTracer(self.tracking_uri, experiment_id, self.run_id, self.traces)
+        self._tracer.log(trajectories, {"run": self.run_name or self.run_id, **tags})
+
     def finish(self, status: str = "FINISHED") -> None:
+        if self._tracer is not None:
+            self._tracer.flush()  # the traces are in the store before the run is closed
         if self.run_id is not None and self._client is not None:
             self._client.set_terminated(self.run_id, status=status)
 
@@ -135,10 +156,10 @@ def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def make_tracker(name: str, *, tracking_uri: str | None = None, experiment: str = "mtrl-gym",
-                 run_name: str | None = None) -> Tracker:
+                 run_name: str | None = None, traces: TraceConfig | None = None) -> Tracker:
     """``"mlflow"`` -> :class:`MLflowTracker`; ``"none"`` -> a tracker that records nothing."""
     if name == "mlflow":
-        return MLflowTracker(tracking_uri, experiment, run_name)
+        return MLflowTracker(tracking_uri, experiment, run_name, traces)
     return NullTracker()
 
 
@@ -165,6 +186,13 @@ class RunRecorder:
         path = save_jsonl(trajectories, self.run_dir / "trajectories" / f"{name}.jsonl")
         self.tracker.log_artifact(path, "trajectories")
         return path
+
+    def traces(self, trajectories: Sequence[Trajectory], *, step: int, kind: str = "train",
+               policy_version: int | None = None) -> None:
+        """Send episodes to the tracker as traces tagged with ``step``, ``kind`` (``train``, ``val``)
+        and ``policy_version`` (the weights that played them, where the trajectories do not say)."""
+        if trajectories:
+            self.tracker.log_traces(trajectories, {"step": step, "kind": kind, "policy_version": policy_version})
 
     def summary(self, summary: Mapping[str, Any]) -> Path:
         """Write summary.json and attach it."""
