@@ -28,12 +28,14 @@ MLflow's background writer; :meth:`EpisodeTracer.flush` waits for it.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mtrl_gym.error import ConfigError, DependencyNotInstalled
 from mtrl_gym.rollout.trajectory import Trajectory
+from mtrl_gym.serialization import json_safe
 
 __all__ = ["TraceConfig", "EpisodeTracer", "turn_views", "cap_messages", "TAG_PREFIX"]
 
@@ -186,7 +188,11 @@ class EpisodeTracer:
         """
         ids = []
         for i, traj in enumerate(trajectories):
-            ids.append(self._trace(traj, tags, scores[i] if scores is not None else None, run_id or self.run_id))
+            try:
+                ids.append(self._trace(traj, tags, scores[i] if scores is not None else None, run_id or self.run_id))
+            except Exception as e:  # noqa: BLE001 - a trace is a view of the run: never the reason it stops
+                warnings.warn(f"episode {traj.task_id!r} (group {traj.group_id}, sample {traj.sample_index}) was not "
+                              f"traced: {type(e).__name__}: {e}", stacklevel=2)
         return ids
 
     def flush(self) -> None:
@@ -209,15 +215,15 @@ class EpisodeTracer:
             trace_id = root.trace_id
             mlflow.update_current_trace(tags={TAG_PREFIX + k: str(v)[:250] for k, v in all_tags.items()
                                               if v is not None})
-            root.set_inputs({"task_id": traj.task_id, "seed": traj.seed, "messages": cap_messages(first, cap)})
-            root.set_attributes({"env_id": traj.env_id, "group_id": traj.group_id,
-                                 "sample_index": traj.sample_index, "stop_reason": traj.stop_reason,
-                                 "metrics": dict(traj.metrics)})
+            root.set_inputs(json_safe({"task_id": traj.task_id, "seed": traj.seed, "messages": cap_messages(first, cap)}))
+            root.set_attributes(json_safe({"env_id": traj.env_id, "group_id": traj.group_id,
+                                           "sample_index": traj.sample_index, "stop_reason": traj.stop_reason,
+                                           "metrics": dict(traj.metrics)}))
             for k, view in enumerate(views):
                 failed_here = traj.failed and k == len(views) - 1 and not view["env"]
                 self._turn(traj, k, view, cap, failed_here)
-            root.set_outputs({"reward": traj.reward, "stop_reason": traj.stop_reason, "turns": len(views),
-                              "final_message": cap_messages(traj.messages[-1:], cap)})
+            root.set_outputs(json_safe({"reward": traj.reward, "stop_reason": traj.stop_reason, "turns": len(views),
+                                        "final_message": cap_messages(traj.messages[-1:], cap)}))
             if traj.failed:
                 root.set_status(self._status("ERROR", traj.failure_reason))
             self._assess(trace_id, traj, scores)
@@ -227,24 +233,25 @@ class EpisodeTracer:
         mlflow = self._mlflow
         info = view["info"]
         with mlflow.start_span(f"turn {k + 1}", span_type="CHAT_MODEL") as span:
-            span.set_inputs({"messages": cap_messages(traj.messages[:view["index"]], cap)})
-            span.set_outputs({"role": "assistant", "content": _cut(view["reply"], cap)})
-            span.set_attributes({"turn": k + 1, "reward": view["reward"],
-                                 "format_error": bool(info.get("format_error", False)),
-                                 "error": info.get("error"), "reward_components": info.get("reward_components")})
+            span.set_inputs(json_safe({"messages": cap_messages(traj.messages[:view["index"]], cap)}))
+            span.set_outputs(json_safe({"role": "assistant", "content": _cut(view["reply"], cap)}))
+            span.set_attributes(json_safe({"turn": k + 1, "reward": view["reward"],
+                                           "format_error": bool(info.get("format_error", False)),
+                                           "error": info.get("error"),
+                                           "reward_components": info.get("reward_components")}))
             results = {str(m.get("tool_call_id", "")): m for m in view["env"] if m.get("role") == "tool"}
             for call in info.get("tool_calls") or []:
                 if not isinstance(call, Mapping):
                     continue
-                with mlflow.start_span(str(call.get("name") or "tool"), span_type="TOOL") as tool:
-                    tool.set_inputs(call.get("arguments"))
+                with mlflow.start_span(json_safe(str(call.get("name") or "tool"))[:100], span_type="TOOL") as tool:
+                    tool.set_inputs(json_safe(call.get("arguments")))
                     result = results.get(str(call.get("id", "")))
-                    tool.set_outputs(_cut(str(result.get("content", "")), cap) if result else None)
-                    tool.set_attributes({"tool_call_id": call.get("id"), "format": call.get("format")})
+                    tool.set_outputs(json_safe(_cut(str(result.get("content", "")), cap)) if result else None)
+                    tool.set_attributes(json_safe({"tool_call_id": call.get("id"), "format": call.get("format")}))
             if view["env"]:
                 with mlflow.start_span("env", span_type="UNKNOWN") as env:
-                    env.set_inputs({"action": _cut(view["reply"], cap)})
-                    env.set_outputs({"messages": cap_messages(view["env"], cap)})
+                    env.set_inputs(json_safe({"action": _cut(view["reply"], cap)}))
+                    env.set_outputs(json_safe({"messages": cap_messages(view["env"], cap)}))
                     env.set_attributes({"reward": view["reward"]})
             if failed_here:
                 span.set_status(self._status("ERROR", traj.failure_reason))
