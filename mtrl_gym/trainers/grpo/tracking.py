@@ -124,17 +124,23 @@ class MLflowTracker(Tracker):
             self._client.log_artifact(self.run_id, str(path), artifact_path)
 
     def log_traces(self, trajectories: Sequence[Trajectory], tags: Mapping[str, Any]) -> None:
-        if self.run_id is None or not trajectories:
+        if self.run_id is None or not trajectories or self._tracer is False:
             return
         if self._tracer is None:
             from mtrl_gym.rollout.traces import EpisodeTracer
 
-            experiment_id = self._client.get_run(self.run_id).info.experiment_id
-            self._tracer = EpisodeTracer(self.tracking_uri, experiment_id, self.run_id, self.traces)
+            try:
+                experiment_id = self._client.get_run(self.run_id).info.experiment_id
+                self._tracer = EpisodeTracer(self.tracking_uri, experiment_id, self.run_id, self.traces)
+            except Exception as e:  # noqa: BLE001 - traces are a view of the run, never the reason it stops
+                warnings.warn(f"episodes are not traced in {self.tracking_uri} ({type(e).__name__}: {e}); metrics "
+                              "and trajectory files are recorded as usual", stacklevel=2)
+                self._tracer = False
+                return
         self._tracer.log(trajectories, {"run": self.run_name or self.run_id, **tags})
 
     def finish(self, status: str = "FINISHED") -> None:
-        if self._tracer is not None:
+        if self._tracer:
             self._tracer.flush()  # the traces are in the store before the run is closed
         if self.run_id is not None and self._client is not None:
             self._client.set_terminated(self.run_id, status=status)
