@@ -41,6 +41,7 @@ __all__ = ["TraceConfig", "EpisodeTracer", "turn_views", "cap_messages", "TAG_PR
 
 #: Prefix of every trace tag this module writes.
 TAG_PREFIX = "mtrl_gym."
+_ISOLATED_IDS = "MLFLOW_TRACE_USE_ISOLATED_RANDOM_ID_GENERATOR"
 
 
 @dataclass
@@ -144,6 +145,28 @@ def episode_scores(traj: Trajectory) -> dict[str, Any]:
     return scores
 
 
+_RELEASE_REGISTERED = False
+
+
+def _release_at_exit(mlflow) -> None:
+    """Store the last traces and drop MLflow's tracer before the interpreter tears modules
+    down (its id generator's finaliser fails on a half-dismantled interpreter, and says so)."""
+    global _RELEASE_REGISTERED
+    if _RELEASE_REGISTERED:
+        return
+    import atexit
+
+    def release() -> None:
+        try:
+            mlflow.flush_trace_async_logging()
+            mlflow.tracing.reset()
+        except Exception:  # noqa: BLE001, S110 - best effort at exit
+            pass
+
+    atexit.register(release)
+    _RELEASE_REGISTERED = True
+
+
 class EpisodeTracer:
     """Writes trajectories as MLflow traces into one experiment, linked to one run.
 
@@ -169,13 +192,23 @@ class EpisodeTracer:
         self.experiment_id = str(experiment_id)
         self.run_id = run_id
         self._location = MlflowExperimentLocation(experiment_id=self.experiment_id)
-        if mlflow.get_tracking_uri() != tracking_uri:
+        # Trace ids from a generator of MLflow's own: OTel's default draws them from Python's
+        # global ``random``, which the trainer seeds, so two runs with one seed would write the
+        # same trace ids (and tracing would shift the run's random stream).
+        isolated = os.environ.get(_ISOLATED_IDS)
+        os.environ.setdefault(_ISOLATED_IDS, "true")
+        if mlflow.get_tracking_uri() != tracking_uri or isolated is None:
             saved = os.environ.get("MLFLOW_TRACKING_URI")
             mlflow.set_tracking_uri(tracking_uri)  # also exports it to the environment: undo that
             if saved is None:
                 os.environ.pop("MLFLOW_TRACKING_URI", None)
             else:
                 os.environ["MLFLOW_TRACKING_URI"] = saved
+            # Set MLflow's tracer up for this store now: left to the first span, that span
+            # would still go to the previous store.
+            mlflow.tracing.reset()
+            mlflow.tracing.enable()
+            _release_at_exit(mlflow)
 
     def log(self, trajectories: Sequence[Trajectory], tags: Mapping[str, Any],
             scores: Sequence[Mapping[str, Any]] | None = None, run_id: str | None = None) -> list[str]:

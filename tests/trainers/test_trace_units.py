@@ -141,3 +141,50 @@ def test_a_hostile_episode_is_traced_and_a_broken_one_only_warns(tmp_path, monke
     [trace] = mlflow.search_traces(locations=[experiment], return_type="list")
     names = [s.name for s in trace.data.spans]
     assert names[:2] == ["episode", "turn 1"] and len(names) == 3
+
+
+def test_two_stores_in_one_process_each_get_their_own_traces(tmp_path, monkeypatch):
+    """MLflow's tracer is process-wide: a tracer for a second store must not send its first
+    trace to the first store (as it did before the tracer was set up eagerly)."""
+    pytest.importorskip("mlflow")
+    import mlflow
+
+    from mtrl_gym.rollout.traces import EpisodeTracer
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for name in ("a", "b"):
+        uri = f"sqlite:///{tmp_path / f'{name}.db'}"
+        experiment = mlflow.MlflowClient(uri).create_experiment("e")
+        tracer = EpisodeTracer(uri, experiment)
+        [trace_id] = tracer.log([episode(task_id=name)], {"run": name})
+        tracer.flush()
+        found = mlflow.MlflowClient(uri).search_traces(locations=[experiment])
+        assert [t.info.tags["mtrl_gym.task_id"] for t in found] == [name]
+        assert found[0].info.trace_id == trace_id
+    assert "MLFLOW_TRACKING_URI" not in __import__("os").environ  # the tracer leaves the environment as it was
+
+
+def test_trace_ids_do_not_follow_a_seeded_random_module(tmp_path, monkeypatch):
+    """The trainer seeds Python's ``random``: two runs with one seed must not repeat trace ids."""
+    pytest.importorskip("mlflow")
+    import random
+
+    import mlflow
+
+    from mtrl_gym.rollout.traces import EpisodeTracer
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    experiment = mlflow.MlflowClient(uri).create_experiment("seeded")
+    tracer = EpisodeTracer(uri, experiment)
+    ids = []
+    for _ in range(2):
+        random.seed(0)
+        ids += tracer.log([episode()], {"run": "r"})
+        after = random.random()
+    random.seed(0)
+    assert after == random.random()  # tracing drew nothing from the run's random stream
+    tracer.flush()
+    assert len(set(ids)) == 2 and len(mlflow.MlflowClient(uri).search_traces(locations=[experiment])) == 2
