@@ -144,8 +144,8 @@ def test_a_hostile_episode_is_traced_and_a_broken_one_only_warns(tmp_path, monke
 
 
 def test_two_stores_in_one_process_each_get_their_own_traces(tmp_path, monkeypatch):
-    """MLflow's tracer is process-wide: a tracer for a second store must not send its first
-    trace to the first store (as it did before the tracer was set up eagerly)."""
+    """MLflow's tracer is process-wide: a tracer for a second store sends its traces there,
+    from the first one on, and not to the store of an earlier tracer."""
     pytest.importorskip("mlflow")
     import mlflow
 
