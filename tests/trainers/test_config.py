@@ -173,6 +173,7 @@ def reference_table() -> str:
     rows = ["| field | default | meaning |", "| --- | --- | --- |"]
     for f in dataclasses.fields(GRPOConfig):
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        default = dataclasses.asdict(default) if dataclasses.is_dataclass(default) else default  # nested settings
         text = docs[f.name].replace("|", "\\|")
         rows.append(f"| `{f.name}` | `{json.dumps(default)}` | {text} |")
     return "\n".join(rows)

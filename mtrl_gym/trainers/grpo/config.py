@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.rollout.traces import TraceConfig
 from mtrl_gym.trainers.grpo.config_io import (yaml_module, coerce, parse_override, preset_names, preset_path,
                                               read_config_file)
 
@@ -313,6 +314,10 @@ class GRPOConfig:
     """MLflow experiment name."""
     log_trajectories: int = 4
     """Trajectories per step saved (run folder and tracker artifacts); 0 saves none."""
+    traces: TraceConfig = field(default_factory=TraceConfig)
+    """Episodes sent to the tracker as MLflow traces: ``per_step`` (per step and per
+    validation, default 4; 0: none) and ``max_chars`` (text kept per span), e.g.
+    ``--traces '{"per_step": 8}'``. See docs/training.md, "Episodes as traces"."""
     progress: bool = True
     """Show progress bars in the terminal."""
     save_every: int = 50

@@ -8,6 +8,7 @@ config file, :func:`preset_names`/:func:`preset_path` find the bundled presets a
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import math
@@ -54,6 +55,8 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"`{name}` must be a string, got {value!r}")
         return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _to_dataclass(name, value, tp)
     if origin in (list, dict):
         if isinstance(value, str):
             value = _parse_structured(name, value)
@@ -63,6 +66,24 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
             raise ConfigError(f"`{name}` must be a {origin.__name__}, got {value!r}")
         return value
     return value
+
+
+def _to_dataclass(name: str, value: Any, tp: type) -> Any:
+    """A nested settings object from itself, a mapping or a JSON/YAML mapping string."""
+    if isinstance(value, tp):
+        return value
+    if isinstance(value, str):
+        value = _parse_structured(name, value)
+    if not isinstance(value, dict):
+        raise ConfigError(f"`{name}` must be a mapping of {tp.__name__} fields, got {value!r}")
+    names = [f.name for f in dataclasses.fields(tp)]
+    unknown = [k for k in value if k not in names]
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), names, n=1)
+        raise ConfigError(f"`{name}` has no field {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                          + f"; its fields are {', '.join(names)}")
+    hints = typing.get_type_hints(tp)
+    return tp(**{k: coerce(f"{name}.{k}", v, hints[k]) for k, v in value.items()})
 
 
 def _looks_structured(text: str) -> bool:
