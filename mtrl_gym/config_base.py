@@ -262,9 +262,14 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
             return value
         if isinstance(value, str) and _looks_structured(value):
             value = _parse_structured(name, value)
+        names = [f.name for f in dataclasses.fields(group)]
         if not isinstance(value, Mapping):
-            raise ConfigError(f"`{name}` must be a mapping of its fields ({', '.join(f.name for f in dataclasses.fields(group))}), "
-                              f"got {value!r}")
+            raise ConfigError(f"`{name}` must be a mapping of its fields ({', '.join(names)}), got {value!r}")
+        unknown = [k for k in value if k not in names]
+        if unknown:
+            close = difflib.get_close_matches(str(unknown[0]), names, n=1)
+            raise ConfigError(f"`{name}` has no field {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                              + f"; its fields are {', '.join(names)}")
         try:
             return group.from_dict(value)
         except ConfigError as e:

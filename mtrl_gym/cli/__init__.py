@@ -20,7 +20,7 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 
 #: Sub-command modules, in the order ``mtrl-gym --help`` lists them.
 COMMANDS: list[str] = ["play", "solve", "envs", "eval", "rollout", "demos", "sft", "train", "serve", "make_dataset",
-                      "openenv", "check"]
+                      "openenv", "check", "export"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ import numpy as np
 from mtrl_gym.envs.random_policy import RandomToolPolicy
 from mtrl_gym.rollout.template import env_reply_messages
 from mtrl_gym.rollout.metrics import episode_metrics
-from mtrl_gym.rollout.trajectory import Trajectory, json_safe
+from mtrl_gym.rollout.trajectory import Trajectory, json_safe, turn_record
 
 __all__ = ["make_policy", "play_episode", "RandomToolPolicy", "POLICY_MAX_TURNS", "TOKEN_METRICS"]
 
@@ -80,6 +80,7 @@ def play_episode(env: gymnasium.Env, policy, task: Mapping[str, Any] | None, *, 
             tool_calls += len(info.get("tool_calls") or [])
             format_errors += bool(info.get("format_error"))
             traj.final_info = json_safe(dict(info))
+            traj.turn_info.append(turn_record(info))
             traj.messages.extend(env_reply_messages(str(obs), info))
             if terminated or truncated:
                 traj.terminated, traj.truncated = bool(terminated), bool(truncated)

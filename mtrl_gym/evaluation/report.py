@@ -9,8 +9,10 @@
   external success metric per step, with each evaluated run's success rate as a
   horizontal line (runs with the same rate share one line, named in its label), so a
   validation curve at one temperature can be read against the serving settings;
-* ``report.md``: the settings, the results table, flags, the plots and a few full
-  trajectories rendered as a trace (model turn, tool call, feedback).
+* ``report.md``: the settings, the results table, flags, the plots, a few full
+  trajectories rendered as a trace (model turn, tool call, feedback) and, when a base model
+  and its trained adapter were both evaluated, paired episodes of the same task and seed,
+  turn by turn (:mod:`mtrl_gym.evaluation.pairs`).
 
 :func:`text_table` is the same results table for a terminal. matplotlib is imported only
 when plots are drawn, with the ``Agg`` backend (no display needed).
@@ -23,6 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from mtrl_gym.evaluation.pairs import pairs_section
 
 __all__ = ["write_report", "plot_pass_at_k", "plot_training_curves", "text_table", "render_trajectory",
            "pick_examples"]
@@ -292,6 +296,7 @@ def _markdown(summary: Mapping[str, Any], records: Mapping[str, Sequence[Mapping
             actor = "policy" if summary["runs"][name]["spec"].get("kind") == "policy" else "model"
             for r in pick_examples(recs, examples):
                 lines += [render_trajectory(r, actor=actor), ""]
+    lines += pairs_section(summary, records, examples)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -12,6 +12,12 @@ The store (:func:`tracking_uri_or_default`) is ``tracking_uri`` if given, else
 training run without either keeps its store in its run folder: pass
 ``sqlite:///<run folder>/mlflow.db`` to log next to it). Eval runs go to the experiment ``mtrl-gym-eval`` by default and carry the tag
 ``mtrl_gym.training_run`` when a training run was given.
+
+Every episode of every run also becomes an MLflow trace (:mod:`mtrl_gym.rollout.traces`),
+linked to its run's nested MLflow run and tagged ``mtrl_gym.run`` with the run's label and
+``mtrl_gym.kind`` ``eval``; its assessments ``outcome_reward`` and ``success`` are the bare
+env's scores of the episode file. The trace search ``tags.`mtrl_gym.task_id` = '<id>'``
+then lists the same task under every evaluated policy.
 """
 
 from __future__ import annotations
@@ -60,6 +66,17 @@ def run_metrics(run: Mapping[str, Any]) -> dict[str, float]:
             if isinstance(v, (int, float)) and float(v) == float(v) and abs(float(v)) != float("inf")}
 
 
+def _trace_episodes(tracer, run_id: str, name: str, path: str | None) -> None:
+    """Every episode of one run's file as a trace linked to ``run_id``, scored by the bare env."""
+    from mtrl_gym.evaluation.store import read_records
+    from mtrl_gym.rollout.trajectory import Trajectory
+
+    records = read_records(path) if path else []
+    tracer.log([Trajectory.from_dict(r) for r in records], {"run": name, "kind": "eval"},
+               scores=[{"outcome_reward": float(r["outcome_reward"]), "success": bool(r["success"])} for r in records],
+               run_id=run_id)
+
+
 def log_to_mlflow(result, *, tracking_uri: str | None = None, experiment: str = "mtrl-gym-eval",
                   training_run: str | None = None) -> dict[str, Any]:
     """Log an :class:`~mtrl_gym.evaluation.runner.EvalResult`; returns the ids of what was created."""
@@ -86,6 +103,9 @@ def log_to_mlflow(result, *, tracking_uri: str | None = None, experiment: str = 
               "seed": summary["seed"], "runs": ", ".join(summary["runs"]), "reference": summary.get("reference")}
     client.log_batch(pid, params=[Param(k, str(v)[:6000]) for k, v in params.items()],
                      metrics=[Metric("flags", float(len(summary.get("flags", []))), now, 0)])
+    from mtrl_gym.rollout.traces import EpisodeTracer
+
+    tracer = EpisodeTracer(client.tracking_uri, experiment_id)
     children = {}
     for name, run in summary["runs"].items():
         child = client.create_run(experiment_id, run_name=name,
@@ -95,6 +115,7 @@ def log_to_mlflow(result, *, tracking_uri: str | None = None, experiment: str = 
         metrics = [Metric(k, v, now, 0) for k, v in run_metrics(run).items()]
         for start in range(0, max(len(metrics), 1), 900):  # MLflow accepts at most 1000 per batch
             client.log_batch(cid, metrics=metrics[start:start + 900], params=spec_params if start == 0 else [])
+        _trace_episodes(tracer, cid, name, result.files.get(f"trajectories/{name}"))
         client.set_terminated(cid)
         children[name] = cid
     for key in ("summary", "config"):
@@ -103,5 +124,6 @@ def log_to_mlflow(result, *, tracking_uri: str | None = None, experiment: str = 
     if "report" in result.files:
         client.log_artifacts(pid, str(Path(result.files["report"]).parent), "report")
     client.set_terminated(pid)
+    tracer.flush()
     return {"tracking_uri": client.tracking_uri, "experiment_id": experiment_id, "parent_run_id": pid,
             "runs": children}

@@ -62,7 +62,7 @@ from mtrl_gym.rollout.template import REPLY_MODES, ChatRenderer, env_reply_messa
 from mtrl_gym.rollout.metrics import STOP_REASONS, aggregate_metrics, episode_metrics
 from mtrl_gym.rollout.samplers.base import SampleRequest, SampleResult, Sampler, SamplingParams
 from mtrl_gym.rollout.sources.base import RolloutSource
-from mtrl_gym.rollout.trajectory import Trajectory, json_safe
+from mtrl_gym.rollout.trajectory import Trajectory, json_safe, turn_record
 
 __all__ = ["RolloutConfig", "RolloutEngine", "EpisodeState", "collect", "aggregate_metrics", "failure_text",
            "STOP_REASONS", "UNFINISHED_STOPS"]
@@ -456,6 +456,7 @@ class RolloutEngine(RolloutSource):
         ep.tool_calls += len(info.get("tool_calls") or [])
         ep.format_errors += bool(info.get("format_error"))
         t.final_info = json_safe(dict(info))
+        t.turn_info.append(turn_record(info))
         new = env_reply_messages(str(obs), info, self.config.reply_mode)
         try:
             reply = self.renderer.reply_ids(t.messages + new, ep.tools, ep.end_text)

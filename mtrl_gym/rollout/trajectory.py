@@ -12,14 +12,18 @@ Trajectories are plain data: they serialise to one JSON object per line with
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from mtrl_gym.serialization import json_line, json_safe
 
-__all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe"]
+__all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe", "turn_record", "TURN_KEYS"]
+
+#: The ``info`` keys of one step that :func:`turn_record` keeps (the env contract, plus the
+#: reward wrappers' computation).
+TURN_KEYS = ("tool_calls", "format_error", "error", "reward_components")
 
 
 @dataclass
@@ -59,6 +63,11 @@ class Trajectory:
     tools: list[dict[str, Any]] = field(default_factory=list)
     """Tool schemas shown to the model (``info["tools"]`` at reset); with ``messages`` they
     re-render the conversation through the chat template."""
+    turn_info: list[dict[str, Any]] = field(default_factory=list)
+    """Per assistant turn, the env-contract facts of its step (:func:`turn_record`):
+    ``tool_calls`` (the calls parsed from the reply), ``format_error``, ``error`` and
+    ``reward_components`` when the env or a reward wrapper gives them. Traces and reports read
+    it; trajectories written before it existed load with it empty."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Per-episode numbers: turns, tool calls, format errors, env-specific facts."""
     final_info: dict[str, Any] = field(default_factory=dict)
@@ -94,6 +103,15 @@ class Trajectory:
         kwargs = {k: v for k, v in d.items() if k in names}
         kwargs["turn_spans"] = [tuple(s) for s in kwargs.get("turn_spans", [])]
         return cls(**kwargs)
+
+
+def turn_record(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON-safe facts of one step's ``info`` kept in :attr:`Trajectory.turn_info`.
+
+    >>> turn_record({"tool_calls": [], "format_error": True, "error": "no_guess", "guess": None})
+    {'tool_calls': [], 'format_error': True, 'error': 'no_guess'}
+    """
+    return json_safe({k: info[k] for k in TURN_KEYS if k in info})
 
 
 def save_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike, *, append: bool = False) -> Path:

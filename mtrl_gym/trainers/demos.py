@@ -175,8 +175,8 @@ class TeacherSampler(Sampler):
 class _DemoEngine(RolloutEngine):
     """The rollout engine, telling the teacher sampler which env each episode plays in."""
 
-    def _start(self, task, g, k, base, run):
-        ep = super()._start(task, g, k, base, run)
+    def _start(self, task, g, k, base, run, reset_seed=None):
+        ep = super()._start(task, g, k, base, run, reset_seed)
         if ep.env is not None and not ep.done:
             self.sampler.attach(ep.session, ep.env)
         return ep

@@ -170,12 +170,13 @@ def test_a_worker_process_killed_with_sigkill_mid_rollout_then_update_policy_and
     """The issue's probe: ``kill -9`` of a real worker process while it plays an episode, then the
     trainer's next calls (update_policy, the next batch). It used to raise AttributeError on the
     dead slot in update_policy."""
-    cfg = config(tmp_path, ray_worker_retries=retries)
+    cfg = config(tmp_path, source={"name": "ray", "workers": 2, "worker_retries": retries})
     policy = tiny_policy(chatml_tokenizer, cfg)
     hold = tmp_path / "hold"
     hold.mkdir()
     tasks = [dict(TASKS[0], hold=str(hold))] + TASKS[1:3]  # only worker 0's shard ([0, 2)) waits
-    with RayRolloutEngine(cfg, policy, chatml_tokenizer, env=HoldEnv) as engine:
+    with RayRolloutEngine(cfg, policy, chatml_tokenizer, env=HoldEnv,
+                          options=parse_source(cfg.source).options) as engine:
         engine.update_policy(policy, version=0)
         pids = [ray.get(w.describe.remote())["pid"] for w in engine.workers]
         pending = engine.submit(tasks, seed=7)
@@ -203,11 +204,11 @@ def test_a_worker_process_killed_with_sigkill_mid_rollout_then_update_policy_and
 def test_grpo_step_completes_and_checkpoints_after_a_worker_is_killed_with_sigkill(ray_cluster, tmp_path,
                                                                                   chatml_tokenizer):
     """End to end: a training run whose worker is SIGKILLed mid-rollout in step 1 finishes both steps,
-    logs the lost episodes and saves its checkpoints (``ray_worker_retries`` 0, the default)."""
+    logs the lost episodes and saves its checkpoints (``source.worker_retries`` 0, the default)."""
     hold = tmp_path / "hold"
     hold.mkdir()
     cfg = config(tmp_path, global_batch_size=2, max_steps=2, save_every=1)
-    assert cfg.ray_worker_retries == 0
+    assert cfg.source["worker_retries"] == 0
     tasks = [dict(t, hold=str(hold)) for t in TASKS[:4]]
     trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=HoldEnv, train_tasks=tasks, val_tasks=TASKS[:2])

@@ -35,6 +35,7 @@ from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.samplers.factory import SAMPLERS
 from mtrl_gym.rollout.serving import ServingSettings
 from mtrl_gym.rollout.sources.local import unfinished_reward_value
+from mtrl_gym.rollout.traces import TraceConfig
 
 __all__ = ["GRPOConfig", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES", "TRACKERS"]
 
@@ -269,6 +270,10 @@ class GRPOConfig(ConfigBase):
     """MLflow experiment name."""
     log_trajectories: int = 4
     """Trajectories per step saved (run folder and tracker artifacts); 0 saves none."""
+    traces: TraceConfig = field(default_factory=TraceConfig)
+    """Episodes sent to the tracker as MLflow traces: ``per_step`` (per step and per
+    validation, default 4; 0: none) and ``max_chars`` (text kept per span), e.g.
+    ``--traces '{"per_step": 8}'``. See docs/training.md, "Episodes as traces"."""
     progress: bool = True
     """Show progress bars in the terminal."""
     save_every: int = 50

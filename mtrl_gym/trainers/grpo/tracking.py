@@ -8,11 +8,12 @@ Every run writes to its output folder, whatever the tracker:
 * ``summary.json``: totals at the end (tokens by phase, seconds by phase, final metrics).
 
 :class:`MLflowTracker` mirrors the same into MLflow: the config as params, metrics per step,
-trajectory samples and the summary as artifacts. MLflow is imported only when used. With no
-tracking URI configured (and no ``$MLFLOW_TRACKING_URI``) a training run keeps a local
-SQLite store in its own folder (``<run folder>/mlflow.db``, artifacts under
-``<run folder>/mlruns``), which needs no server and no network; mlflow's telemetry is
-switched off unless the user set ``MLFLOW_DISABLE_TELEMETRY``. View it with
+trajectory samples and the summary as artifacts, and a sample of each step's episodes as
+MLflow traces (:mod:`mtrl_gym.rollout.traces`, capped by :class:`TraceConfig`). MLflow is
+imported only when used. With no tracking URI configured (and no ``$MLFLOW_TRACKING_URI``) a
+training run keeps a local SQLite store in its own folder (``<run folder>/mlflow.db``,
+artifacts under ``<run folder>/mlruns``), which needs no server and no network; mlflow's
+telemetry is switched off unless the user set ``MLFLOW_DISABLE_TELEMETRY``. View it with
 ``mlflow ui --backend-store-uri sqlite:///<run folder>/mlflow.db``.
 """
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import DependencyNotInstalled
+from mtrl_gym.rollout.traces import TraceConfig
 from mtrl_gym.rollout.trajectory import Trajectory, json_safe, save_jsonl
 from mtrl_gym.mlflow_store import tracking_uri as store_uri
 
@@ -50,6 +52,9 @@ class Tracker:
     def log_artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
         """Attach a file to the run."""
 
+    def log_traces(self, trajectories: Sequence[Trajectory], tags: Mapping[str, Any]) -> None:
+        """Record episodes as traces tagged with ``tags`` (run, step, kind)."""
+
     def finish(self, status: str = "FINISHED") -> None:
         """Close the run (``FINISHED``, ``KILLED`` or ``FAILED``)."""
 
@@ -70,7 +75,7 @@ class MLflowTracker(Tracker):
     """Logs to MLflow (any tracking URI; a local SQLite store by default)."""
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = "mtrl-gym", run_name: str | None = None,
-                 artifact_location: str | None = None):
+                 artifact_location: str | None = None, traces: TraceConfig | None = None):
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         try:
             import mlflow
@@ -85,7 +90,9 @@ class MLflowTracker(Tracker):
         self.experiment = experiment
         self.run_name = run_name
         self.artifact_location = artifact_location
+        self.traces = traces or TraceConfig()
         self._client = None
+        self._tracer = None
         self.run_id = None
         self._keep_through: int | None = None
 
@@ -128,7 +135,25 @@ class MLflowTracker(Tracker):
         if self.run_id is not None:
             self._client.log_artifact(self.run_id, str(path), artifact_path)
 
+    def log_traces(self, trajectories: Sequence[Trajectory], tags: Mapping[str, Any]) -> None:
+        if self.run_id is None or not trajectories or self._tracer is False:
+            return
+        if self._tracer is None:
+            from mtrl_gym.rollout.traces import EpisodeTracer
+
+            try:
+                experiment_id = self._client.get_run(self.run_id).info.experiment_id
+                self._tracer = EpisodeTracer(self.tracking_uri, experiment_id, self.run_id, self.traces)
+            except Exception as e:  # noqa: BLE001 - traces are a view of the run, never the reason it stops
+                warnings.warn(f"episodes are not traced in {self.tracking_uri} ({type(e).__name__}: {e}); metrics "
+                              "and trajectory files are recorded as usual", stacklevel=2)
+                self._tracer = False
+                return
+        self._tracer.log(trajectories, {"run": self.run_name or self.run_id, **tags})
+
     def finish(self, status: str = "FINISHED") -> None:
+        if self._tracer:
+            self._tracer.flush()  # the traces are in the store before the run is closed
         if self.run_id is not None and self._client is not None:
             self._client.set_terminated(self.run_id, status=status)
 
@@ -186,7 +211,8 @@ def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def make_tracker(name: str, *, tracking_uri: str | None = None, experiment: str = "mtrl-gym",
-                 run_name: str | None = None, run_dir: str | os.PathLike | None = None) -> Tracker:
+                 run_name: str | None = None, run_dir: str | os.PathLike | None = None,
+                 traces: TraceConfig | None = None) -> Tracker:
     """``"mlflow"`` -> :class:`MLflowTracker`; ``"none"`` -> a tracker that records nothing.
 
     The MLflow store is ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else a SQLite
@@ -195,10 +221,10 @@ def make_tracker(name: str, *, tracking_uri: str | None = None, experiment: str 
     if name != "mlflow":
         return NullTracker()
     if tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or run_dir is None:
-        return MLflowTracker(tracking_uri, experiment, run_name)
+        return MLflowTracker(tracking_uri, experiment, run_name, traces=traces)
     folder = Path(run_dir).resolve()
     return MLflowTracker(f"sqlite:///{folder / 'mlflow.db'}", experiment, run_name,
-                         artifact_location=(folder / "mlruns").as_uri())
+                         artifact_location=(folder / "mlruns").as_uri(), traces=traces)
 
 
 class RunRecorder:
@@ -224,6 +250,13 @@ class RunRecorder:
         path = save_jsonl(trajectories, self.run_dir / "trajectories" / f"{name}.jsonl")
         self.tracker.log_artifact(path, "trajectories")
         return path
+
+    def traces(self, trajectories: Sequence[Trajectory], *, step: int, kind: str = "train",
+               policy_version: int | None = None) -> None:
+        """Send episodes to the tracker as traces tagged with ``step``, ``kind`` (``train``, ``val``)
+        and ``policy_version`` (the weights that played them, where the trajectories do not say)."""
+        if trajectories:
+            self.tracker.log_traces(trajectories, {"step": step, "kind": kind, "policy_version": policy_version})
 
     def summary(self, summary: Mapping[str, Any]) -> Path:
         """Write summary.json and attach it."""

@@ -183,7 +183,7 @@ class GRPOTrainer:
             self._resume(resume)
         self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
             config.tracker, tracking_uri=config.tracking_uri, experiment=config.experiment,
-            run_name=config.resolved_run_name, run_dir=self.run_dir))
+            run_name=config.resolved_run_name, run_dir=self.run_dir, traces=config.traces))
 
     # ------------------------------------------------------------------ set-up helpers
 
@@ -302,6 +302,8 @@ class GRPOTrainer:
         self.recorder.log(metrics, self.step)
         self.recorder.trajectories(_sample(trajectories, c.group_size, c.log_trajectories),
                                    f"step_{self.step:06d}")
+        self.recorder.traces(_sample(trajectories, c.group_size, c.traces.per_step), step=self.step,
+                             policy_version=self.step - 1)
         return metrics
 
     # ------------------------------------------------------------------ rollouts
@@ -329,6 +331,8 @@ class GRPOTrainer:
         self.recorder.log(metrics, self.step, kind="val")
         self.recorder.trajectories(_sample(trajectories, self.config.val_group_size, self.config.log_trajectories),
                                    f"val_step_{self.step:06d}")
+        self.recorder.traces(_sample(trajectories, self.config.val_group_size, self.config.traces.per_step),
+                             step=self.step, kind="val", policy_version=self.step)
         self.last_val_step = self.step
         self.last_val_metrics = metrics
         return metrics
