@@ -21,7 +21,7 @@ GUESS = '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</too
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, chatml_tokenizer):
     """A run folder of two GRPO steps on Wordle, and an evaluation of its adapter inside it."""
-    from mtrl_gym.eval import EvalConfig, RunSpec, evaluate
+    from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate
     from mtrl_gym.trainers.grpo.config import GRPOConfig
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 
@@ -31,14 +31,14 @@ def trained_run(tmp_path_factory, chatml_tokenizer):
     model.save_pretrained(base)
     chatml_tokenizer.save_pretrained(base)
     config = GRPOConfig(env="mtrl/Wordle-v0", model=str(base), output_dir=str(root / "run"), global_batch_size=2,
-                        group_size=2, max_steps=2, max_turns=2, max_new_tokens=4, max_episode_tokens=1200,
-                        lora_rank=4, assistant_prefix=GUESS, tracker="none", progress=False, val_every=0,
+                        group_size=2, max_steps=2, max_turns=2, serving={"max_new_tokens": 4, "assistant_prefix": GUESS},
+                        max_episode_tokens=1200, lora_rank=4, tracker="none", progress=False, val_every=0,
                         save_every=0, seed=0)
     trainer = GRPOTrainer(config, model=model, tokenizer=chatml_tokenizer)
     trainer.train()
     adapter = root / "run" / "checkpoints" / "step_000002" / "adapter"
-    runs = [RunSpec("base", model=str(base), max_new_tokens=4),
-            RunSpec("trained", adapter=str(adapter), model=str(base), max_new_tokens=4),
+    runs = [RunSpec("base", model=str(base), serving={"max_new_tokens": 4}),
+            RunSpec("trained", adapter=str(adapter), model=str(base), serving={"max_new_tokens": 4}),
             RunSpec("solver", policy="solver")]
     evaluate("mtrl/Wordle-v0", runs, split="val", limit=3, out_dir=root / "run" / "eval",
              config=EvalConfig(n=2, max_turns=6, max_episode_tokens=1500, report_examples=1))

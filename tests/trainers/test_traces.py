@@ -137,7 +137,7 @@ def test_training_and_eval_episodes_are_traces_in_a_real_mlflow_server(tmp_path,
                                                                        tiny_model, monkeypatch):
     import mlflow
 
-    from mtrl_gym.eval import EvalConfig, RunSpec, evaluate
+    from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate
     from mtrl_gym.evaluation.store import read_records
     from mtrl_gym.trainers.grpo.config import GRPOConfig
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
@@ -146,14 +146,14 @@ def test_training_and_eval_episodes_are_traces_in_a_real_mlflow_server(tmp_path,
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     # Two steps of two Wordle groups of two; every turn starts with a real guess_word call.
     config = GRPOConfig(env="mtrl/Wordle-v0", output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=2,
-                        max_steps=2, max_turns=2, max_new_tokens=4, max_episode_tokens=1200, lora_rank=4,
-                        assistant_prefix=GUESS, tracker="mlflow", tracking_uri=mlflow_server, experiment="traces",
+                        max_steps=2, max_turns=2, serving={"max_new_tokens": 4, "assistant_prefix": GUESS},
+                        max_episode_tokens=1200, lora_rank=4, tracker="mlflow", tracking_uri=mlflow_server, experiment="traces",
                         run_name="tiny-grpo", progress=False, val_every=0, save_every=0, log_trajectories=4,
                         traces={"per_step": 3}, seed=0)
     model = build_tiny_llama(len(chatml_tokenizer), seed=0)
     trainer = GRPOTrainer(config, model=model, tokenizer=chatml_tokenizer)
     trainer.sampler = FailSample1(HFSampler(trainer.policy, chatml_tokenizer))
-    trainer.train_engine.sampler = trainer.sampler
+    trainer.source.sampler = trainer.sampler
     summary = trainer.train()
     run_id = summary["tracker_run_id"]
 
@@ -187,7 +187,7 @@ def test_training_and_eval_episodes_are_traces_in_a_real_mlflow_server(tmp_path,
 
     # A small eval: the tiny base model (format errors) against the solver, every episode traced.
     runs = [RunSpec("base", sampler=HFSampler(tiny_model, chatml_tokenizer), tokenizer=chatml_tokenizer,
-                    max_new_tokens=4), RunSpec("solver", policy="solver")]
+                    serving={"max_new_tokens": 4}), RunSpec("solver", policy="solver")]
     result = evaluate("mtrl/Wordle-v0", runs, split="val", limit=2, out_dir=tmp_path / "eval",
                       config=EvalConfig(n=1, max_turns=2, max_episode_tokens=900), mlflow=True,
                       tracking_uri=mlflow_server, experiment="traces-eval")
