@@ -21,7 +21,7 @@ GUESS = '<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</too
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, chatml_tokenizer):
     """A run folder of two GRPO steps on Wordle, and an evaluation of its adapter inside it."""
-    from mtrl_gym.eval import EvalConfig, RunSpec, evaluate
+    from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate
     from mtrl_gym.trainers.grpo.config import GRPOConfig
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 

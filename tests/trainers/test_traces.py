@@ -137,7 +137,7 @@ def test_training_and_eval_episodes_are_traces_in_a_real_mlflow_server(tmp_path,
                                                                        tiny_model, monkeypatch):
     import mlflow
 
-    from mtrl_gym.eval import EvalConfig, RunSpec, evaluate
+    from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate
     from mtrl_gym.evaluation.store import read_records
     from mtrl_gym.trainers.grpo.config import GRPOConfig
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
