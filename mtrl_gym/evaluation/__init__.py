@@ -26,7 +26,7 @@ So an evaluation here
 >>> result.run("solver")["success_rate"]["value"], result.run("random")["success_rate"]["value"]
 (1.0, 0.0)
 
-Models (``RunSpec("base:1.0", model="smollm2-135m", temperature=1.0)``, ``adapter=``,
+Models (``RunSpec("base:1.0", model="smollm2-135m", serving={"temperature": 1.0})``, ``adapter=``,
 ``endpoint=``) work the same way; ``mtrl-gym eval`` is the command line
 (``mtrl-gym eval --help``). See ``docs/evaluation.md``.
 
