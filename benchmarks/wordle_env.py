@@ -7,7 +7,7 @@ knowledge summary and candidate counts are always on):
 
 * steps/s and seeded resets/s of one env via ``gymnasium.make`` (target >= 60,000
   steps/s): the median of ``--rounds`` rounds. When the frozen pre-rewrite copy in
-  ``tests/wordle_frozen`` is present, its rounds alternate with the package's on the same
+  ``tests/envs/wordle/wordle_frozen`` is present, its rounds alternate with the package's on the same
   actions and seeds (A/B), so machine noise hits both, and the new/old ratio is printed;
 * env-steps/s of ``gymnasium.make_vec(..., num_envs=8, vectorization_mode="sync")``;
 * the slowest step on 100,000 characters of hostile model text (repeated unclosed tags,
@@ -57,7 +57,7 @@ def _load() -> str:
 
 def _reference_env():
     """gymnasium.make of the frozen pre-rewrite Wordle env, or None outside a source checkout."""
-    tests = Path(__file__).resolve().parent.parent / "tests"
+    tests = Path(__file__).resolve().parent.parent / "tests" / "envs" / "wordle"
     if not (tests / "wordle_frozen" / "env.py").exists():
         return None
     sys.path.insert(0, str(tests))

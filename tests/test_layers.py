@@ -405,3 +405,21 @@ def test_allowed_imports_pass(tmp_path):
         (root / relpath).parent.mkdir(parents=True, exist_ok=True)
         (root / relpath).write_text(source, encoding="utf-8")
     assert check_tree(root) == []
+
+
+# ---------------------------------------------------------------------------------------------- tests mirror
+
+#: Test folders with no package folder of the same path, and why.
+_TEST_FOLDERS_OF_THEIR_OWN = {
+    "vllm": "the vLLM sampler tests, run in a venv of their own (.ci/vllm.sh)",
+    "benchmarks": "the scripts in benchmarks/",
+    "envs/wordle/wordle_frozen": "a frozen copy of the old Wordle env (the differential test's reference)",
+}
+
+
+def test_the_test_folders_mirror_the_package():
+    tests = ROOT.parent / "tests"
+    folders = {p.relative_to(tests).as_posix() for p in tests.rglob("*") if p.is_dir() and "__pycache__" not in p.parts}
+    strays = sorted(f for f in folders if not (ROOT / f).is_dir()
+                    and not any(f == own or f.startswith(own + "/") for own in _TEST_FOLDERS_OF_THEIR_OWN))
+    assert not strays, f"test folders with no package folder of the same path under mtrl_gym/: {strays}"

@@ -17,7 +17,7 @@ the new tokens are left-padded, and the 2-D attention mask marks the holes; posi
 are given explicitly, so every token keeps the position it had when it was computed. Keys
 in a transformers cache are stored after the rotary embedding, so moving them to another
 slot does not change attention. Results equal sampling from scratch up to float rounding
-(``tests/trainers/test_samplers_hf.py`` checks greedy tokens and log-probs).
+(``tests/rollout/samplers/test_samplers_hf.py`` checks greedy tokens and log-probs).
 
 Shared prompts. Requests without a cached past whose prompts are identical (the episodes
 of one GRPO group on their first turn) are prefilled once and the keys/values copied to

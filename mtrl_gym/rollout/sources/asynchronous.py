@@ -20,7 +20,7 @@ most ``max_staleness + 1`` batches are queued or in flight and no sample is wast
 older than the bound, a guard that a producer fed by remote workers can rely on too.
 ``max_staleness: 0`` starts batch ``s`` only after step ``s - 1``'s update: the same
 tasks, seeds and weights as the synchronous loop, so the same trajectories and updates
-(``tests/scale/test_async.py`` checks token ids and parameters bit for bit).
+(``tests/rollout/sources/test_async.py`` checks token ids and parameters bit for bit).
 
 **Whose weights the sampler reads.** Sampling and training share one process, so the
 sampler must never read weights the optimiser is changing. :class:`PolicyShadow` is a

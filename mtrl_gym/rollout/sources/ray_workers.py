@@ -15,7 +15,7 @@ in their JSON form, ``Trajectory.to_dict``). Each actor owns its envs and a samp
 **Sharding and seeds.** A batch of G groups is cut into ``workers`` contiguous shards;
 the shard starting at group ``g0`` is played with the batch's seed and
 ``group_offset=g0``, so every episode resets and samples with the seeds the local engine
-would give it: the same seeds give the same trajectories (``tests/scale/test_ray.py``).
+would give it: the same seeds give the same trajectories (``tests/rollout/sources/test_ray.py``).
 
 **A worker that dies** (node lost, out of memory, ``ray.kill``) fails only its shard: with
 ``worker_retries: 0`` its episodes come back as failed trajectories (the env's minimum

@@ -12,7 +12,7 @@ import pytest
 
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import json
 import time
 
@@ -11,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mtrl_gym import serialization
 from mtrl_gym.envs.sandbox.grading import _norm, make_checker
 from mtrl_gym.envs.sandbox.redact import Redactor
 from mtrl_gym.serialization import json_line, json_safe, safe_text
@@ -20,10 +18,6 @@ from mtrl_gym.wrappers import RecordEpisodes
 from mtrl_gym.wrappers.recording import load_episodes
 
 DEEP_ANSWER = "<final_answer>" + "[" * 500 + "1" + "]" * 500 + "</final_answer>"
-
-
-def test_serialization_doctests():
-    assert doctest.testmod(serialization).failed == 0
 
 
 # ------------------------------------------------------------------ item 1: deep final answers

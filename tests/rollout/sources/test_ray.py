@@ -45,7 +45,7 @@ def ray_cluster(tmp_path_factory):
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")}
     temp = tmp_path_factory.mktemp("ray")
     # The workers import this project, and the test helpers (the env factory) by name.
-    paths = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
+    paths = [str(Path(__file__).resolve().parents[3]), str(Path(__file__).resolve().parents[2])]
     pythonpath = os.pathsep.join(paths + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     start_local_ray(2, temp_dir=str(temp), runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
     yield

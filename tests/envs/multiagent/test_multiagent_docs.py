@@ -11,7 +11,7 @@ pytest.importorskip("pettingzoo")
 from mtrl_gym.envs.multiagent import customer_call, wordle_duel  # noqa: E402
 from mtrl_gym.envs.sop.customer_service import CustomerService  # noqa: E402
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "multiagent.md").read_text()
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "multiagent.md").read_text()
 
 
 def test_the_constants_in_the_docs_are_the_codes():

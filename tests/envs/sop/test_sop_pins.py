@@ -3,7 +3,7 @@ order included) and the first task rows with their worlds. A refactor of the dom
 them byte for byte; ``scripts/dump_sop_worlds.py --compare`` checks the same over hundreds of seeds.
 
 After an intended change to a domain, regenerate its task files (``mtrl-gym make-dataset``) and
-update its digest here: ``python tests/sop/test_sop_pins.py`` prints the current ones.
+update its digest here: ``python tests/envs/sop/test_sop_pins.py`` prints the current ones.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_every_sop_domain_is_pinned():
 def test_prompt_tools_and_worlds_are_unchanged(env_id):
     assert digest(env_id) == PINS[env_id], (
         f"{env_id}: its system prompt, tool schemas or generated worlds changed; if that is intended, regenerate "
-        "its task files and update PINS (python tests/sop/test_sop_pins.py prints the digests)")
+        "its task files and update PINS (python tests/envs/sop/test_sop_pins.py prints the digests)")
 
 
 if __name__ == "__main__":

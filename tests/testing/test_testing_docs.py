@@ -1,21 +1,14 @@
-"""Doctests of mtrl_gym.testing and the code blocks of docs/robustness.md and docs/testing.md run."""
+"""The code blocks of docs/robustness.md and docs/testing.md run (the package's own doctests run
+under ``--doctest-modules``)."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.mark.parametrize("module", ["corpus", "cost", "strategies", "check", "shrink", "leak", "multiagent", "secret"])
-def test_testing_doctests(module):
-    mod = importlib.import_module(f"mtrl_gym.testing.{module}")
-    assert doctest.testmod(mod).failed == 0
 
 
 @pytest.mark.parametrize("page", ["robustness.md", "testing.md"])

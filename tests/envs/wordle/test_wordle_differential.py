@@ -1,6 +1,6 @@
 """Wordle-v0 after the speed rewrite behaves exactly as before it: old vs new, byte for byte.
 
-The reference is the frozen pre-rewrite copy in ``tests/wordle_frozen`` (env, knowledge,
+The reference is the frozen pre-rewrite copy in ``tests/envs/wordle/wordle_frozen`` (env, knowledge,
 prompts and parser). Both envs get the same seeds, reset options and actions; the test
 compares ``repr`` of every observation, reward, flag and ``info`` (so key order, types and
 float values all count). The one intended difference is ``info["task_id"]`` at reset for
@@ -105,6 +105,7 @@ def _reset_args(i: int, rng: np.random.Generator, solver_games: dict[str, list[s
     return {"seed": i}
 
 
+@pytest.mark.slow  # 50,000 episodes against the frozen env: a minute or more
 def test_old_and_new_envs_agree_byte_for_byte(solver_games):
     olds = [OldWordleEnv(**kw) for kw in VARIANTS]
     news = [WordleEnv(**kw) for kw in VARIANTS]

@@ -11,7 +11,7 @@ import mtrl_gym  # noqa: F401 - registers the ids
 from mtrl_gym.envs.sop import FIELD_TYPES, SPLITS
 from mtrl_gym.registry import list_envs
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "sop.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).resolve().parents[3] / "docs" / "sop.md").read_text(encoding="utf-8")
 SOP_IDS = [e for e in list_envs() if e.startswith("mtrl/SOP-")]
 
 

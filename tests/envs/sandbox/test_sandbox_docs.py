@@ -11,7 +11,7 @@ from mtrl_gym.envs.sandbox import (CASSETTE_MODES, CHECKERS, DEFAULT_PATTERNS, D
 from mtrl_gym.envs.sandbox import cassette as cassette_module
 from mtrl_gym.envs.sandbox import grading
 
-DOC = (Path(__file__).parents[2] / "docs" / "sandbox.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).parents[3] / "docs" / "sandbox.md").read_text(encoding="utf-8")
 
 
 def table(name: str) -> list[list[str]]:

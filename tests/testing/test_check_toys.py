@@ -112,7 +112,7 @@ def test_the_cli_prints_one_line_per_check_and_exits_1_on_a_failure(capsys):
     assert main(["check", "mtrl/NoSuch-v0"]) == 2
 
 
-@pytest.mark.parametrize("env_id", [e for e in list_envs() if e not in SOP_IDS])  # SOP: tests/sop/test_sop_kit.py
+@pytest.mark.parametrize("env_id", [e for e in list_envs() if e not in SOP_IDS])  # SOP: tests/envs/sop/test_sop_kit.py
 def test_every_registered_env_passes_the_kit(env_id):
     report = check_text_env(env_id, corpus_size=5_000, secret=SECRETS.get(env_id))
     report.raise_on_failure()

@@ -15,7 +15,7 @@
 * :meth:`check_contract`, :meth:`label_report`.
 
 What every text env must prove (Gymnasium's checker, hostile text, determinism across
-processes, JSON ``info``, the answer never shown) is the kit's job: ``tests/sop/test_sop_kit.py``
+processes, JSON ``info``, the answer never shown) is the kit's job: ``tests/envs/sop/test_sop_kit.py``
 runs :func:`mtrl_gym.testing.check_text_env` on every domain with the secret extractor of
 ``tests/kit_secrets.py``.
 """

