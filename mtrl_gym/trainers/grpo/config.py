@@ -319,6 +319,9 @@ class GRPOConfig:
     # ------------------------------------------------------------------ validation of values
 
     def __post_init__(self) -> None:
+        from mtrl_gym.envs.external import refuse_training
+
+        refuse_training(self.env)  # an evaluation-only benchmark: refused, with its licence, before anything else
         _coerce_fields(self)
         self._check_run()
         self._check_model()
