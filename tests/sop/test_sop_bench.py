@@ -145,6 +145,7 @@ def test_the_eval_command_runs_a_domain_and_reports_both_measures(bench_dir, tmp
                  "--out", str(out), "--quiet", "--no-mlflow"]) == 0
     captured = capsys.readouterr()
     assert "CC BY-NC 4.0" in captured.err and "hand expected outputs to the agent" in captured.err
+    assert "input leakage in SOP-Bench parcels (3 rows" in captured.err
     assert "random: strict success 0.000, SOP-Bench measure" in captured.out
     assert main(["eval", "--sop-bench", str(bench_dir), "--policy", "random", "--out", str(tmp_path / "x")]) != 0
     assert "--sop-bench needs --domain NAME" in capsys.readouterr().err

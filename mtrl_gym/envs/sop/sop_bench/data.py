@@ -114,7 +114,7 @@ def _toolspec(entry: Any, where: str) -> dict[str, Any]:
 
 def list_domains(path: str | Path) -> list[str]:
     """The domain folders under ``path`` that hold every required file (or ``path`` itself, as ``"."``)."""
-    root = Path(path)
+    root = Path(path).expanduser()
     if all((root / f).is_file() for f in REQUIRED_FILES):
         return ["."]
     return sorted(p.name for p in root.iterdir() if p.is_dir() and all((p / f).is_file() for f in REQUIRED_FILES)) \
@@ -152,7 +152,7 @@ def _columns(meta: dict[str, Any], rows: list[dict[str, Any]], where: Path) -> t
 
 def load_benchmark(path: str | Path, domain: str, *, quiet: bool = False) -> Benchmark:
     """Read the domain folder ``path/domain`` (``domain="."``: ``path`` itself); print the licence terms."""
-    root = Path(path)
+    root = Path(path).expanduser()
     folder = root if domain in (".", "") else root / domain
     if not folder.is_dir():
         found = list_domains(root)
