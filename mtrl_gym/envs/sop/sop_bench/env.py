@@ -92,7 +92,10 @@ class SOPBenchEnv(ToolSandboxEnv):
     ``Text``: the request and the row's inputs as a JSON block; then tool results.
 
     ## Invalid Actions
-    As the sandbox; an exception inside the benchmark's tool is a ``tool_error`` result.
+    As the sandbox, except that arguments are not checked against the specs' schemas (the
+    official runtime does not check them; ``info["schema_warnings"]`` says what a check would
+    have refused); an exception inside the benchmark's tool manager is a ``tool_error``
+    result holding the official error text.
 
     ## Starting State
     ``options={"task": row}`` (a row of :func:`benchmark_tasks`) or a row drawn from the
