@@ -50,7 +50,7 @@ def register(sub) -> None:
                            "(default: every given source at --temperature)")
     what.add_argument("--policy", action="append", default=[], metavar="NAME",
                       help="add a reference-policy row (repeatable): one of the env's policies "
-                           "(Wordle: solver, random; SOP: solver) or random for any env")
+                           "(Wordle: solver, random; SOP: solver, constant) or random for any env")
     what.add_argument("--opponent", action="append", default=[], metavar="POLICY",
                       help="multi-agent envs: the reference policy of the other seats, one match set each "
                            "(repeatable; default: the env's, e.g. solver and random for mtrl/WordleDuel-v0)")
@@ -222,6 +222,8 @@ def build_runs(args, out_dir: str | None = None, log=None):
     tokens = list(args.runs) if args.runs else [label for label in sources
                                                   if label != "base" or not args.endpoint]
     tokens += [p for p in args.policy if p not in tokens]
+    for p in args.policy:  # any reference policy of the env's profile (make_policy names the known ones)
+        sources.setdefault(p.split(":")[0], {"policy": p.split(":")[0]})
     if not tokens:
         raise ConfigError("nothing to evaluate: give --model, --adapter, --endpoint or --policy (and --runs)")
     defaults = {"temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,

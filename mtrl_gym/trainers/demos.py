@@ -220,6 +220,9 @@ class DemoConfig(ConfigBase):
     """Base reset seed (episode ``i`` resets with ``seed + i``)."""
 
     def __post_init__(self) -> None:
+        from mtrl_gym.envs.external import refuse_training
+
+        refuse_training(self.env)  # an evaluation-only benchmark: refused, with its licence, before any model loads
         super().__post_init__()
         if self.split != "train" or self.env_kwargs.get("split", "train") != "train":
             raise ConfigError(f"demonstrations are made from training tasks only, got split="

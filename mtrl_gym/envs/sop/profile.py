@@ -5,7 +5,9 @@
   the option ``difficulty`` (a dict of knobs) changes the worlds. ``val`` is held out.
 * **Reference policies.** ``solver``: the domain's reference procedure, replayed as text
   (:class:`~mtrl_gym.envs.sop.replay.OracleReplay`); ``teacher`` is the same procedure
-  (what demonstrations imitate).
+  (what demonstrations imitate). ``constant``: the most common training answer submitted
+  with no tool call (:class:`~mtrl_gym.envs.sop.constant.ConstantAnswer`; option ``n``, the
+  training tasks it is counted on), the shortcut a policy could learn instead of the SOP.
 * **Success.** The strict outcome: 1.0 exactly when every field is right.
 """
 
@@ -35,6 +37,15 @@ def _secret(env) -> dict:
     return env.unwrapped.expected_answer
 
 
+def _constant(env, **options):
+    from mtrl_gym.envs.sop.constant import ConstantAnswer
+
+    unknown = sorted(set(options) - {"n"})
+    if unknown:
+        raise ConfigError(f"the constant baseline takes only the option 'n', got {unknown}")
+    return ConstantAnswer(env, **options)
+
+
 def sop_profile(env_cls: type) -> EnvProfile:
     """The profile of an :class:`~mtrl_gym.envs.sop.SOPEnv` subclass (its class attribute ``domain``)."""
     domain = env_cls.domain
@@ -48,6 +59,7 @@ def sop_profile(env_cls: type) -> EnvProfile:
 
     splits = {"train": split("train"), "val": split("val")} if domain is not None else {}
     return EnvProfile(splits=splits, eval_splits=frozenset({"val"}),
-                      reference_policies={"solver": _oracle, "teacher": _oracle} if domain is not None else {},
+                      reference_policies={"solver": _oracle, "teacher": _oracle, "constant": _constant}
+                      if domain is not None else {},
                       success_threshold=float(env_cls.success_threshold),
                       secret=_secret)

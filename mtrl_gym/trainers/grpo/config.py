@@ -284,6 +284,9 @@ class GRPOConfig(ConfigBase):
     # ------------------------------------------------------------------ validation of values
 
     def __post_init__(self) -> None:
+        from mtrl_gym.envs.external import refuse_training
+
+        refuse_training(self.env)  # an evaluation-only benchmark: refused, with its licence, before any model loads
         super().__post_init__()
         self._check_run()
         self._check_model()

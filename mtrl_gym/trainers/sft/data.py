@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from mtrl_gym.envs.external import refuse_training
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.grpo.batching import TrainSequence, build_sequence
 from mtrl_gym.rollout.trajectory import Trajectory, iter_jsonl
@@ -24,7 +25,8 @@ __all__ = ["load_demonstrations", "demo_sequences", "DemoStream"]
 
 
 def load_demonstrations(paths: Sequence[str | os.PathLike]) -> list[Trajectory]:
-    """All trajectories of the files, in order; failed ones are skipped."""
+    """All trajectories of the files, in order; failed ones are skipped. Trajectories of an
+    evaluation-only benchmark raise :class:`ConfigError` with its licence."""
     if not paths:
         raise ConfigError("no demonstration files given; make some with `mtrl-gym demos ... --out demos.jsonl`")
     out: list[Trajectory] = []
@@ -32,6 +34,7 @@ def load_demonstrations(paths: Sequence[str | os.PathLike]) -> list[Trajectory]:
         if not os.path.isfile(path):
             raise ConfigError(f"demonstration file {str(path)!r} does not exist")
         out.extend(t for t in iter_jsonl(path) if not t.failed)
+        refuse_training(trajectories=out, what=f"{path}: demonstration")
     return out
 
 

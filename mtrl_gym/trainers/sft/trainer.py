@@ -46,6 +46,7 @@ from mtrl_gym.trainers.grpo.policy import (
 from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, make_tracker
 from mtrl_gym.rollout.serving import SERVING_FILE, ServingSettings
 from mtrl_gym.trainers.sft.config import SFTConfig
+from mtrl_gym.envs.external import refuse_training
 from mtrl_gym.trainers.sft.data import DemoStream, demo_sequences, load_demonstrations
 from mtrl_gym.trainers.sft.loss import sft_loss
 from mtrl_gym.rollout.trajectory import Trajectory
@@ -73,6 +74,8 @@ class SFTTrainer:
         seed_everything(c.seed)
         if (model is None) != (tokenizer is None):
             raise ConfigError("pass both `model` and `tokenizer`, or neither (then config.model is loaded)")
+        trajectories = demos if demos is not None else load_demonstrations(c.demos)  # refused before any model loads
+        refuse_training(trajectories=trajectories, what="demonstration")
         if model is None:
             model, tokenizer = load_model(c)
         self.tokenizer = tokenizer
@@ -82,7 +85,6 @@ class SFTTrainer:
                                      gradient_checkpointing=c.gradient_checkpointing, seed=c.seed,
                                      lora_layers=c.lora_layers)
         self.device = next(self.policy.parameters()).device
-        trajectories = demos if demos is not None else load_demonstrations(c.demos)
         vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
         self.data = DemoStream(demo_sequences(trajectories, vocab_size=vocab), c.batch_size, c.seed)
         self.total_steps = self._total_steps()

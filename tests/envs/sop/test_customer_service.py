@@ -235,7 +235,7 @@ def test_the_recorded_actions_must_agree_with_the_answer():
     reward, info = play(ticketed, lambda n, a: {**a, "team": "field_technician"} if n == "escalate_ticket" else a)
     assert reward == 0.0 and info["grade_result"]["errors"] == {"escalation_team": "the ticket was escalated to "
                                                                                    "'field_technician'"}
-    early = next(t for t in tasks if t["answer"]["outcome"] == "account_ineligible")
+    early = next(t for t in generate_tasks(DOMAIN, 400, seed=3) if t["answer"]["outcome"] == "account_ineligible")
     assert play(early, lambda n, a: a)[0] == 1.0
 
 
@@ -249,7 +249,11 @@ def test_label_distribution_is_balanced():
     fields = report["fields"]
     assert fields["outcome"] <= 0.45 and fields["priority"] <= 0.4 and fields["diagnosis"] <= 0.3
     assert fields["remote_action"] <= 0.45 and fields["escalation_team"] <= 0.7 and report["answer"] <= 0.2
-    assert all(count >= 20 for count in report["classes"]["outcome"].values())
+    outcomes = report["classes"]["outcome"]
+    # The early exits answer alike on every task (no ticket): rare by design, so no constant answer pays.
+    early = {json.dumps(o) for o in ("identity_not_verified", "account_ineligible")}  # classes are JSON text
+    assert all(1 <= outcomes.get(o, 0) <= 0.02 * 500 for o in early)
+    assert all(count >= 20 for o, count in outcomes.items() if o not in early)
     assert len(report["classes"]["diagnosis"]) == 7 and len(report["classes"]["remote_action"]) == 5
 
 
@@ -262,7 +266,7 @@ def test_every_scenario_gives_its_intended_path_at_every_noise_level():
                 "no_fault": ("diagnosis", "no_fault_found")}
     seen = Counter()
     for noise in (0, 1, 2):
-        for seed in range(150):
+        for seed in range(400):  # the early exits are rare (about 1 % each): enough seeds to meet them all
             world = DOMAIN.world(seed, {"noise": noise})
             key, value = intended[world["meta"]["scenario"]]
             assert procedure.expected(world)[key] == value, (noise, seed)

@@ -1,6 +1,7 @@
 """The evaluation-only SOP-Bench loader, on a small synthetic domain folder the test writes (no real data).
 
-The folder has the official layout; its ``tools.py`` runs in a separate process. One tool
+The folder has the official layout (a ``...Manager`` class in ``tools.py``); its tools run in
+a separate process. The official quirks have their own folders in ``test_sop_bench_quirks.py``. One tool
 (``get_secret_verdict``) hands over the expected output, so the leak check must flag it.
 """
 
@@ -14,7 +15,7 @@ import gymnasium
 import pytest
 
 from mtrl_gym.envs.sop.sop_bench import (ENV_ID, LICENCE_TERMS, SOPBenchEnv, benchmark_tasks, check_trainable,
-                                         leak_report, list_domains, load_benchmark, official_match)
+                                         leak_report, list_domains, load_benchmark)
 from mtrl_gym.error import ConfigError
 
 TOOLS_PY = '''
@@ -25,7 +26,7 @@ PARCELS = {"P-1": {"weight_kg": 25, "fragile": False}, "P-2": {"weight_kg": 3, "
 VERDICTS = {"P-1": "keep_for_review", "P-2": "keep_for_review", "P-3": "release"}
 
 
-class ParcelTools:
+class ParcelManager:
     def get_parcel(self, parcel_id):
         print("noise on stdout must not break the protocol")
         if parcel_id not in PARCELS:
@@ -37,7 +38,7 @@ class ParcelTools:
 '''
 
 
-def write_domain(root, name="parcels"):
+def write_domain(root, name="parcels", tools_py=None):
     folder = root / name
     folder.mkdir(parents=True)
     (folder / "sop.txt").write_text("1. Look the parcel up.\n2. Keep it for review when it weighs 20 kg or more "
@@ -47,7 +48,7 @@ def write_domain(root, name="parcels"):
             "type": "object", "properties": {"parcel_id": {"type": "string"}}, "required": ["parcel_id"]}}}},
         {"toolSpec": {"name": "get_secret_verdict", "description": "A tool that leaks.", "inputSchema": {"json": {
             "type": "object", "properties": {"parcel_id": {"type": "string"}}, "required": ["parcel_id"]}}}}]))
-    (folder / "tools.py").write_text(TOOLS_PY, encoding="utf-8")
+    (folder / "tools.py").write_text(tools_py or TOOLS_PY, encoding="utf-8")
     (folder / "metadata.json").write_text(json.dumps({"input_columns": ["parcel_id"],
                                                       "output_columns": ["decision", "weight_kg"]}))
     with open(folder / "test_set_with_outputs.csv", "w", newline="", encoding="utf-8") as f:
@@ -74,9 +75,11 @@ def test_loading_prints_the_licence_and_reads_the_layout(bench_dir, capsys):
     assert [t["name"] for t in bench.toolspecs] == ["get_parcel", "get_secret_verdict"]
     schema = bench.output_schema()
     assert schema["decision"].values == ("keep_for_review", "release")
+    assert schema["weight_kg"].type == "int"  # read as pandas reads it: a number column
     rows = benchmark_tasks(bench)
     assert rows[0] == {"id": "sop-bench-parcels-00000", "index": 0, "evaluation_only": True,
-                       "inputs": {"parcel_id": "P-1"}, "answer": {"decision": "keep_for_review", "weight_kg": "25"}}
+                       "inputs": {"parcel_id": "P-1"}, "answer": {"decision": "keep_for_review", "weight_kg": 25},
+                       "flags": {}}
 
 
 def test_missing_files_and_unknown_domains_are_named(bench_dir):
@@ -99,14 +102,14 @@ def test_an_episode_runs_the_tools_in_another_process_and_grades_both_ways(bench
         assert reply["weight_kg"] == 25 and reply["pid"] != os.getpid() and info["leaked_outputs"] == []
         obs, _, _, _, info = env.step(_call("get_parcel", parcel_id="P-9"))
         assert info["tool_outcomes"][0]["status"] == "tool_error" and "no parcel P-9" in obs
-        # Strict: "Keep_For_Review " passes (enum normalisation), the number as a string does not: reward 0.
-        # Official (substring): both pass.
+        # Strict: "Keep_For_Review " passes (enum normalisation), the number as text does not: reward 0.
+        # Official (containment): both pass.
         answer = {"decision": "Keep_For_Review ", "weight_kg": "25 kg"}
         _, reward, terminated, _, info = env.step(f"<final_answer>{json.dumps(answer)}</final_answer>")
         assert terminated and reward == 0.0 and info["official_success"] is True
         assert info["grade_result"]["fields"] == {"decision": 1.0, "weight_kg": 0.0}
         env.reset(options={"task": rows[2]})
-        _, reward, _, _, info = env.step('<final_answer>{"decision": "release", "weight_kg": "4"}</final_answer>')
+        _, reward, _, _, info = env.step('<final_answer>{"decision": "release", "weight_kg": 4}</final_answer>')
         assert reward == 1.0 and info["official_success"] is True
     finally:
         env.close()
@@ -121,8 +124,8 @@ def test_a_leaking_tool_is_flagged_in_the_episode_and_in_the_report(bench_dir):
     finally:
         env.close()
     report = leak_report(load_benchmark(bench_dir, "parcels", quiet=True))
-    assert report == {"domain": "parcels", "rows": 3, "calls": 6, "leaks": {"decision": 3},
-                      "tools": {"get_secret_verdict": 3}, "leaky": True}
+    assert report == {"domain": "parcels", "rows": 3, "calls": 6, "errors": 0, "first_error": None,
+                      "leaks": {"decision": 3}, "tools": {"get_secret_verdict": 3}, "leaky": True}
 
 
 def test_these_tasks_are_refused_for_training(bench_dir):
@@ -134,12 +137,6 @@ def test_these_tasks_are_refused_for_training(bench_dir):
     check_trainable([{"id": "sop-x", "seed": 1}])  # our own rows pass
 
 
-@pytest.mark.parametrize("pred,want,ok", [("Hazard Class D", "d", True), ("class c", "Class D", False),
-                                          (25, "25", True), (None, "", True), ("x", "", False)])
-def test_the_official_measure_is_a_substring_match(pred, want, ok):
-    assert official_match(pred, want) is ok
-
-
 def test_the_eval_command_runs_a_domain_and_reports_both_measures(bench_dir, tmp_path, capsys):
     from mtrl_gym.cli import main
 
@@ -148,6 +145,7 @@ def test_the_eval_command_runs_a_domain_and_reports_both_measures(bench_dir, tmp
                  "--out", str(out), "--quiet", "--no-mlflow"]) == 0
     captured = capsys.readouterr()
     assert "CC BY-NC 4.0" in captured.err and "hand expected outputs to the agent" in captured.err
+    assert "input leakage in SOP-Bench parcels (3 rows" in captured.err
     assert "random: strict success 0.000, SOP-Bench measure" in captured.out
     assert main(["eval", "--sop-bench", str(bench_dir), "--policy", "random", "--out", str(tmp_path / "x")]) != 0
     assert "--sop-bench needs --domain NAME" in capsys.readouterr().err

@@ -23,15 +23,15 @@ from mtrl_gym.registry import list_envs
 PINS = {
     "mtrl/SOP-AircraftInspection-v0": "e13031ff25ea6269",
     "mtrl/SOP-ContentFlagging-v0": "840ac702c05b7cde",
-    "mtrl/SOP-CustomerService-v0": "7b5c2c6f1abecf33",
+    "mtrl/SOP-CustomerService-v0": "ccccaa5bc60bddf2",
     "mtrl/SOP-DangerousGoods-v0": "5a04845f7af45c6b",
     "mtrl/SOP-KYBReview-v0": "85b0c93b2e01e52e",
-    "mtrl/SOP-OrderFulfillment-v0": "774a100d1e4dcaf6",
+    "mtrl/SOP-OrderFulfillment-v0": "d872aeda75554173",
     "mtrl/SOP-PackageInspection-v0": "15268b6a16daa0fc",
     "mtrl/SOP-PatientIntake-v0": "ad5e1bfa0899fa04",
     "mtrl/SOP-ReferralAbuse-v0": "164b801224f5f930",
     "mtrl/SOP-SellerEmailIntent-v0": "a3c998b7e12bae89",
-    "mtrl/SOP-TrafficSpoofing-v0": "aa655528808c9306",
+    "mtrl/SOP-TrafficSpoofing-v0": "9a6c275c0a80ca7b",
     "mtrl/SOP-VideoAnnotationQA-v0": "5bfafdeb0b8fbdb6",
     "mtrl/SOP-VideoClassification-v0": "93f909348cf61ec8",
 }

@@ -55,10 +55,10 @@ CASES = {
         {**BASE, "verdict": "spoofing", "action": "suspend"}),
     "a listed seller is authorised: clean": (
         [set_at(["ads_txt", "trailmaps.example", "sellers"], ["pub-7654321", "pub-1234567"])],
-        {"verdict": "clean", "action": "none", "flagged_segments": [], "flagged_share": 0, "case_id": None}),
+        {"verdict": "clean", "action": "none", "flagged_segments": [], "flagged_share": 0, "case_id": "TQ-424242"}),
     "no ads.txt file is no evidence": (
         [lambda w: w["ads_txt"].pop("trailmaps.example")],
-        {"verdict": "clean", "action": "none", "flagged_segments": [], "flagged_share": 0, "case_id": None}),
+        {"verdict": "clean", "action": "none", "flagged_segments": [], "flagged_share": 0, "case_id": "TQ-424242"}),
     "two behavioural indicators flag a segment": (
         [set_at([*SIG, "SEG-000001", "ua_mismatch_share"], 0.2)],
         {**BASE, "flagged_segments": ["SEG-000001", "SEG-000002"], "flagged_share": 96, "verdict": "spoofing",
@@ -97,12 +97,17 @@ def test_tools_answer_like_the_exchange():
         call("file_traffic_case", {"publisher_id": "PUB-100200", "verdict": "suspicious", "action": "monitor",
                                    "flagged_segments": ["SEG-000002"]})
     assert DOMAIN.state_errors(ctx.state, BASE) == {"case_id": "the case lists the segments []"}
-    clean = {"verdict": "clean", "action": "none", "flagged_segments": [], "flagged_share": 0, "case_id": None}
-    assert DOMAIN.state_errors(ctx.state, clean) == {"case_id": "a case was recorded although the SOP records none"}
+    # A clean review files its case too (so no one answer fits many publishers).
+    call, ctx = direct_call(TOOLS, example_world())
+    clean = {"verdict": "clean", "action": "none", "flagged_segments": [], "flagged_share": 0, "case_id": "TQ-424242"}
+    assert call("file_traffic_case", {"publisher_id": "PUB-100200", "verdict": "clean", "action": "none",
+                                      "flagged_segments": []})["case_id"] == "TQ-424242"
+    assert DOMAIN.state_errors(ctx.state, clean) == {}
+    assert DOMAIN.state_errors(ctx.state, {**clean, "case_id": None}) != {}
 
 
 def test_the_tool_schema_uses_the_output_enum():
-    assert set(TOOLS["file_traffic_case"].parameters["properties"]["action"]["enum"]) == set(ACTIONS) - {"none"}
+    assert set(TOOLS["file_traffic_case"].parameters["properties"]["action"]["enum"]) == set(ACTIONS)
 
 
 def test_generated_verdicts_are_the_planned_ones():
@@ -112,7 +117,7 @@ def test_generated_verdicts_are_the_planned_ones():
 def test_label_distribution_is_balanced():
     report = H.label_report(500)
     assert report["fields"]["verdict"] <= 0.4 and report["fields"]["action"] <= 0.4
-    assert report["fields"]["flagged_share"] <= 0.4 and report["answer"] <= 0.35  # a clean review: no case, no flags
+    assert report["fields"]["flagged_share"] <= 0.4 and report["answer"] <= 0.02  # every review files its own case
 
 
 def test_noise_adds_the_traps_the_sop_handles():
@@ -125,4 +130,4 @@ def test_noise_adds_the_traps_the_sop_handles():
 
 def test_oracle_steps():
     stats = H.check_oracle(100, difficulty={"segments": 8})
-    assert stats["max_steps"] <= 2 * 8 + 4 and 0.5 < stats["stateful_rate"] < 0.9
+    assert stats["max_steps"] <= 2 * 8 + 4 and stats["stateful_rate"] == 1.0  # every review files a case

@@ -45,8 +45,11 @@ LB_KG = 0.45359237
 FREIGHT_ABOVE_KG = 30.0
 OVERNIGHT_UP_TO_KG = 5.0
 UPGRADE_FROM_VALUE = 150.0
-_WEIGHTS = (("ship_full", 0.28), ("ship_partial", 0.2), ("backorder", 0.13), ("hold_payment", 0.13),
-            ("hold_compliance", 0.13), ("cancel_unavailable", 0.13))
+#: Outcome -> weight. The two holds answer the same on every task (every field but the outcome empty), so
+#: they stay rare enough that submitting that one answer without a tool call scores at most 2 %
+#: (``tests/sop/test_constant_baseline.py``).
+_WEIGHTS = (("ship_full", 0.33), ("ship_partial", 0.27), ("backorder", 0.2), ("hold_payment", 0.012),
+            ("hold_compliance", 0.012), ("cancel_unavailable", 0.176))
 #: Postcode areas of each domestic region (what lookup_zone answers).
 AREAS = {"north": ("NE", "DH", "YO", "LS"), "south": ("BN", "PO", "SO", "EX"), "east": ("NR", "IP", "CB", "CO"),
           "west": ("BS", "GL", "TA", "CF")}

@@ -13,12 +13,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl_gym.envs.sop.sop_bench.data import benchmark_tasks, load_benchmark
-from mtrl_gym.envs.sop.sop_bench.leaks import leak_report
+from mtrl_gym.envs.sop.sop_bench.leaks import input_leakage, leak_report
 
-__all__ = ["setup", "official_report", "LEAK_CHECK_ROWS"]
+__all__ = ["setup", "official_report", "input_leakage_text", "LEAK_CHECK_ROWS", "LEAKAGE_LINES"]
 
 #: Rows the leak check calls the tools on before an evaluation.
 LEAK_CHECK_ROWS = 50
+#: Input/output pairs the input-leakage report prints (the largest lifts).
+LEAKAGE_LINES = 5
+
+
+def input_leakage_text(bench, lines: int = LEAKAGE_LINES) -> str:
+    """The input-leakage report as text: the input columns that alone predict an output best."""
+    report = input_leakage(bench)
+    head = f"input leakage in SOP-Bench {bench.domain} ({len(bench.rows)} rows; how well one input column alone " \
+           "predicts an output, leave-one-out, against the majority baseline):"
+    body = [f"  {r['input']} -> {r['output']}: {r['accuracy']:.1%} (baseline {r['baseline']:.1%}, "
+            f"lift {r['lift']:+.1%})" for r in report[:lines]]
+    return "\n".join([head, *body])
 
 
 def setup(path: str, domain: str) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
@@ -26,14 +38,23 @@ def setup(path: str, domain: str) -> tuple[str, list[dict[str, Any]], dict[str, 
     from mtrl_gym.envs.sop.sop_bench import ENV_ID
 
     bench = load_benchmark(path, domain)
+    if bench.inputs_derived:
+        print(f"SOP-Bench {bench.domain}: metadata.json lists no input_columns; the inputs are every column but "
+              f"the outputs {bench.output_columns}", file=sys.stderr)
     report = leak_report(bench, limit=LEAK_CHECK_ROWS)
-    if report["leaky"]:
+    if report["calls"] and report["errors"] == report["calls"]:
+        print(f"WARNING: every one of the {report['calls']} tool calls on {report['rows']} rows of SOP-Bench "
+              f"{bench.domain} failed in the domain's own tool manager, as in the official harness (most common: "
+              f"{report['first_error']}): the agent gets no tool data on this domain.", file=sys.stderr)
+    elif report["leaky"]:
         print(f"WARNING: the official tools of SOP-Bench {bench.domain} hand expected outputs to the agent "
               f"(rows per column {report['leaks']}, by tools {report['tools']}, of {report['rows']} rows checked): "
               "scores on this domain overstate what the agent works out itself.", file=sys.stderr)
     else:
-        print(f"leak check: no tool reply of {report['calls']} calls on {report['rows']} rows of {bench.domain} holds "
-              "an expected output", file=sys.stderr)
+        print(f"leak check: no tool reply of {report['calls'] - report['errors']} answered calls "
+              f"({report['errors']} failed) on {report['rows']} rows of {bench.domain} holds an expected output",
+              file=sys.stderr)
+    print(input_leakage_text(bench), file=sys.stderr)
     return ENV_ID, benchmark_tasks(bench), {"path": str(path), "domain": domain, "quiet": True}
 
 

@@ -2,10 +2,13 @@
 
 The system prompt holds the benchmark's SOP and our answer format (one field per output
 column); the first observation holds the row's input columns; tools are the benchmark's
-own (:mod:`.worker`, in a separate process). Every tool reply is checked against the row's
-expected outputs (``info["leaked_outputs"]``). The final answer is graded twice: with our
-strict grader (the reward) and with the benchmark's own, lenient measure
-(``info["official_success"]``, see :func:`official_match`).
+own (:mod:`.worker`, in a separate process, dispatched as the official harness does). Calls
+are as permissive as the official runtime: arguments pass unchanged, and what the spec's
+schema would refuse (a ``pattern``, ``minLength``, ``enum``, a type) is only reported in
+``info["schema_warnings"]``. Every tool reply is checked against the row's expected outputs
+(``info["leaked_outputs"]``). The final answer is graded twice: with our strict grader (the
+reward) and with the benchmark's own measure (``info["official_success"]``, see
+:mod:`.official`).
 """
 
 from __future__ import annotations
@@ -23,32 +26,42 @@ from mtrl_gym.envs.sandbox.tools import Tool, ToolError
 from mtrl_gym.envs.sop.base import SOPDomain
 from mtrl_gym.envs.sop.task_text import render_task
 from mtrl_gym.envs.sop.grading import GradeResult, grade
+from mtrl_gym.envs.sandbox.schema import validate_arguments
 from mtrl_gym.envs.sop.sop_bench.data import LICENCE_TERMS, Benchmark, benchmark_tasks, load_benchmark
+from mtrl_gym.envs.sop.sop_bench.official import official_match, official_success
 from mtrl_gym.envs.sop.sop_bench.worker import ToolProcess
 from mtrl_gym.error import ConfigError
 
-__all__ = ["SOPBenchEnv", "official_match", "leaks_in", "check_trainable", "EVALUATION_ONLY"]
+__all__ = ["SOPBenchEnv", "official_match", "official_success", "leaks_in", "check_trainable", "EVALUATION_ONLY"]
 
 EVALUATION_ONLY = "evaluation_only"
 _ROLE = "You are an operations agent. Follow the standard operating procedure (SOP) below exactly."
 _REQUEST = "Handle the case below by following the SOP, using the tools, then submit the final JSON object."
 
 
-def official_match(predicted: Any, expected: str) -> bool:
-    """The benchmark's lenient comparison: the expected value, lower-cased and trimmed, occurs in the
-    predicted value's text (so ``"Hazard Class D"`` passes for ``"d"``; our strict grader does not)."""
-    want = str(expected).strip().lower()
-    got = (predicted if isinstance(predicted, str) else json.dumps(predicted)).strip().lower()
-    return want in got if want else got in ("", '""', "null")
+class _OfficialTool(Tool):
+    """A benchmark tool that takes any argument object, as the official runtime does; what its schema
+    would refuse is appended to ``warnings`` (the env's list) instead."""
+
+    def __init__(self, fn, warnings: list[str], **kwargs: Any):
+        super().__init__(fn, **kwargs)
+        self._warnings = warnings
+
+    def validate(self, arguments: Any) -> tuple[dict[str, Any], list[str]]:
+        if not isinstance(arguments, Mapping):
+            return super().validate(arguments)
+        _, problems = validate_arguments(arguments, self.parameters)
+        self._warnings.extend(f"{self.name}: {p}" for p in problems)
+        return dict(arguments), []
 
 
 def leaks_in(text: str, row: Mapping[str, Any]) -> list[str]:
     """Output columns whose expected value a tool reply hands over (values of 3+ characters that
     are not also one of the row's inputs)."""
     low = text.lower()
-    inputs = {str(v).strip().lower() for v in row["inputs"].values()}
-    return [c for c, v in row["answer"].items()
-            if len(v.strip()) >= 3 and v.strip().lower() not in inputs and v.strip().lower() in low]
+    inputs = {str(v).strip().lower() for v in row["inputs"].values() if v is not None}
+    wanted = {c: str(v).strip().lower() for c, v in row["answer"].items() if v is not None}
+    return [c for c, v in wanted.items() if len(v) >= 3 and v not in inputs and v in low]
 
 
 def check_trainable(rows: Any) -> None:
@@ -80,7 +93,10 @@ class SOPBenchEnv(ToolSandboxEnv):
     ``Text``: the request and the row's inputs as a JSON block; then tool results.
 
     ## Invalid Actions
-    As the sandbox; an exception inside the benchmark's tool is a ``tool_error`` result.
+    As the sandbox, except that arguments are not checked against the specs' schemas (the
+    official runtime does not check them; ``info["schema_warnings"]`` says what a check would
+    have refused); an exception inside the benchmark's tool manager is a ``tool_error``
+    result holding the official error text.
 
     ## Starting State
     ``options={"task": row}`` (a row of :func:`benchmark_tasks`) or a row drawn from the
@@ -95,9 +111,12 @@ class SOPBenchEnv(ToolSandboxEnv):
 
     ## Information
     The sandbox keys, plus ``leaked_outputs`` (output columns a tool reply handed over this
-    step). On the final step: ``answer``, ``grade_result``, ``answer_error`` and
-    ``official_success`` (the benchmark's own measure, :func:`official_match` on every column)
-    and ``leak_seen`` (some tool reply of the episode handed over an expected output).
+    step), ``schema_warnings`` (what the tool specs' schemas would have refused in this step's
+    calls; the calls ran anyway, as in the official runtime) and ``case_flags`` (the row's
+    expected values the strict grader reads as null, with why). On the final step:
+    ``answer``, ``grade_result``, ``answer_error``, ``official_success`` (the benchmark's own
+    measure, :func:`~mtrl_gym.envs.sop.sop_bench.official.official_success`) and ``leak_seen``
+    (some tool reply of the episode handed over an expected output).
 
     ## Arguments
     ``SOPBenchEnv(path, domain)``; ``purpose`` must be ``"evaluation"`` (anything else raises
@@ -127,8 +146,10 @@ class SOPBenchEnv(ToolSandboxEnv):
         self.benchmark: Benchmark = bench
         self.output_schema = bench.output_schema()
         self._process = ToolProcess(bench.folder, [s["name"] for s in bench.toolspecs])
-        tools = [Tool(self._forwarder(s["name"]), name=s["name"], description=s["description"],
-                      schema=s["parameters"], subprocess=True) for s in bench.toolspecs]
+        self._step_warnings: list[str] = []
+        tools = [_OfficialTool(self._forwarder(s["name"]), self._step_warnings, name=s["name"],
+                               description=s["description"], schema=s["parameters"], subprocess=True)
+                 for s in bench.toolspecs]
         answer_format = SOPDomain.answer_format(types.SimpleNamespace(output_schema=self.output_schema))
         final = FinalAnswer(schema={}, answer_description="The final JSON object, with exactly the keys of the "
                                                           "answer format: " + ", ".join(self.output_schema) + ".")
@@ -159,19 +180,23 @@ class SOPBenchEnv(ToolSandboxEnv):
     def grade(self, answer: Any, task: Mapping[str, Any], state: Any) -> Grade:
         result = grade(answer, task["answer"], self.output_schema)
         self._result = result
-        self._official = isinstance(answer, Mapping) and all(
-            official_match(answer.get(c), v) for c, v in task["answer"].items())
+        self._official = official_success(answer, task["answer"], list(self.output_schema))
         return Grade.correct(result.summary(), field_score=result.score) if result.exact else \
             Grade.wrong(result.summary(), score=0.0, field_score=result.score)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._result, self._official, self._step_leaks, self._leaked = None, False, [], False
-        return super().reset(seed=seed, options=options)
+        obs, info = super().reset(seed=seed, options=options)
+        info["case_flags"] = dict(self.task.get("flags") or {})
+        return obs, info
 
     def step(self, action: str):
         self._step_leaks = []
+        self._step_warnings.clear()
         obs, reward, terminated, truncated, info = super().step(action)
         info["leaked_outputs"] = sorted(set(self._step_leaks))
+        info["schema_warnings"] = list(self._step_warnings)
+        info["case_flags"] = dict(self.task.get("flags") or {})
         self._leaked = self._leaked or bool(self._step_leaks)
         if terminated or truncated:
             if not info["submitted"]:

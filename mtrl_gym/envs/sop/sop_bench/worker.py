@@ -3,15 +3,22 @@
 The official tools are third-party code: they run in a child process (``python -m
 mtrl_gym.envs.sop.sop_bench.worker FOLDER``), never imported into the env's process. A
 request is ``{"name", "arguments"}``; the reply is ``{"ok": true, "result": ...}`` or
-``{"ok": false, "error": "..."}``. Tools are the module's functions named like the tool
-specs, or the methods of the first class in the module that defines all of them.
+``{"ok": false, "error": "..."}``.
+
+Tools are dispatched as the official harness does: the first name of ``dir(module)`` that
+ends with ``Manager`` (and does not start with ``_``) is the domain's tool manager, made with
+no arguments; a call goes through its ``process_tool_call(name, arguments)`` when it has one
+(so a reply has that method's shape, e.g. ``{"cross_check_response": "success"}``), else to
+its method of that name. Arguments pass unchanged (no schema check, no conversion); a
+raised exception is the reply's ``error`` as the official harness shows it (``str(e)``).
+numpy and pandas values in a reply become plain JSON values (NaN: null).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
+import math
 import os
 import subprocess
 import sys
@@ -65,25 +72,55 @@ class ToolProcess:
         self.proc = None
 
 
-def _resolve(module: Any, names: list[str]) -> dict[str, Any]:
-    if all(callable(getattr(module, n, None)) for n in names):
-        return {n: getattr(module, n) for n in names}
-    for _, cls in inspect.getmembers(module, inspect.isclass):
-        if cls.__module__ == module.__name__ and all(callable(getattr(cls, n, None)) for n in names):
-            obj = cls()
-            return {n: getattr(obj, n) for n in names}
-    raise LookupError(f"tools.py defines neither functions nor a class with all of {names}")
+def _manager(module: Any) -> Any:
+    """The official loader's choice: the first ``dir(module)`` name ending with ``Manager``, instantiated."""
+    for attr in dir(module):
+        if attr.endswith("Manager") and not attr.startswith("_"):
+            return getattr(module, attr)()
+    raise ImportError("no Manager class found in tools.py (the official loader uses the first name ending with "
+                      "'Manager')")
+
+
+def _dispatch(manager: Any, name: str, arguments: dict[str, Any]) -> Any:
+    """One call as the official tool manager makes it."""
+    if hasattr(manager, "process_tool_call"):
+        return manager.process_tool_call(name, arguments)
+    if hasattr(manager, name):
+        return getattr(manager, name)(**arguments)
+    raise AttributeError(f"Tool '{name}' not found in tools instance")
+
+
+def _plain(value: Any) -> Any:
+    """A reply as plain JSON values: numpy/pandas scalars unwrapped, NaN and infinities as null."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "tolist"):
+        return _plain(value.tolist())
+    return str(value)
 
 
 def _serve(folder: str, names: list[str]) -> None:
     out = sys.stdout
     sys.stdout = sys.stderr  # the tools' prints must not corrupt the protocol
     try:
-        spec = importlib.util.spec_from_file_location("sop_bench_tools", Path(folder) / "tools.py")
+        module_name = f"benchmark_tools_{Path(folder).name}"
+        spec = importlib.util.spec_from_file_location(module_name, Path(folder) / "tools.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
         sys.path.insert(0, folder)
         spec.loader.exec_module(module)
-        tools = _resolve(module, names)
+        manager = _manager(module)
     except Exception as e:  # report any failure to the client instead of dying silently
         out.write(json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"}) + "\n")
         out.flush()
@@ -93,10 +130,11 @@ def _serve(folder: str, names: list[str]) -> None:
     for line in sys.stdin:
         try:
             job = json.loads(line)
-            result = tools[job["name"]](**job["arguments"])
-            reply = {"ok": True, "result": json.loads(json.dumps(result, default=str))}
-        except Exception as e:
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            if job["name"] not in names:
+                raise ValueError(f"Tool '{job['name']}' not found. Available tools: {', '.join(names)}")
+            reply = {"ok": True, "result": _plain(_dispatch(manager, job["name"], job["arguments"]))}
+        except Exception as e:  # the official harness reports any exception as the call's error
+            reply = {"ok": False, "error": str(e) or type(e).__name__}
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

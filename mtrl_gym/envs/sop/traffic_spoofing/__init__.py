@@ -26,7 +26,7 @@ OUTPUT_SCHEMA: dict[str, Field] = {
     "action": Field("enum", values=ACTIONS, description="Section 7."),
     "flagged_segments": Field("list", item_type="str", description="Section 5, any order; [] if none."),
     "flagged_share": Field("int", description="Rule 6.1: the flagged share of impressions, a whole percent."),
-    "case_id": Field("str", nullable=True, description="The id file_traffic_case returned; null when clean."),
+    "case_id": Field("str", description="The id file_traffic_case returned (every review files a case)."),
 }
 
 
@@ -57,7 +57,8 @@ class TrafficSpoofingEnv(SOPEnv):
     rate above 5 % on at least 1,000 impressions), flags segments (a domain indicator, or
     two behavioural ones), computes the flagged share of impressions, sets the verdict (20 %
     or more, or a spoofed and unauthorised segment: spoofing) and the action (by verdict and
-    tier), files a case (``file_traffic_case``) unless the traffic is clean, and submits the
+    tier), files a case (``file_traffic_case``; every review files one, a clean review too, so
+    no one answer fits many publishers) and submits the
     five fields. ``get_campaign_budget`` and ``convert_currency`` are distractors.
 
     ## Observation Space

@@ -77,18 +77,16 @@ def expected(world: Mapping[str, Any]) -> dict[str, Any]:
     pid = world["inputs"]["publisher_id"]
     result = review(world["publishers"][pid], world["segments"][pid], lambda s: world["signals"][s],
                     lambda d: world["ads_txt"].get(d, {"domain": d, "found": False}))
-    return {**result, "case_id": None if result["verdict"] == "clean" else case_number(world["case_number"])}
+    return {**result, "case_id": case_number(world["case_number"])}
 
 
 def oracle(inputs: Mapping[str, Any], call: Callable[[str, dict[str, Any]], Any]) -> dict[str, Any]:
-    """Follow the SOP through tool calls only, then file the case unless the traffic is clean."""
+    """Follow the SOP through tool calls only, then file the case (every review, a clean one too)."""
     publisher = call("get_publisher", {"publisher_id": inputs["publisher_id"]})
     segments = call("list_traffic_segments", {"publisher_id": publisher["publisher_id"]})["segments"]
     result = review(publisher, segments, lambda s: call("get_segment_signals", {"segment_id": s}),
                     lambda d: call("fetch_ads_txt", {"domain": d}))
-    case_id = None
-    if result["verdict"] != "clean":
-        case_id = call("file_traffic_case", {"publisher_id": publisher["publisher_id"], "verdict": result["verdict"],
-                                             "action": result["action"],
-                                             "flagged_segments": result["flagged_segments"]})["case_id"]
+    case_id = call("file_traffic_case", {"publisher_id": publisher["publisher_id"], "verdict": result["verdict"],
+                                         "action": result["action"],
+                                         "flagged_segments": result["flagged_segments"]})["case_id"]
     return {**result, "case_id": case_id}

@@ -16,8 +16,8 @@ from mtrl_gym.envs.sop.traffic_spoofing.procedure import case_number, norm_domai
 __all__ = ["TOOLS", "DISTRACTOR_TOOLS", "get_publisher", "list_traffic_segments", "get_segment_signals",
            "fetch_ads_txt", "file_traffic_case", "get_campaign_budget", "convert_currency"]
 
-CaseVerdict = Literal["suspicious", "spoofing"]
-Action = Literal["monitor", "hold_payout", "suspend"]
+CaseVerdict = Literal["clean", "suspicious", "spoofing"]
+Action = Literal["none", "monitor", "hold_payout", "suspend"]
 
 
 _publisher = Records("publishers", "no publisher {!r}; publisher ids look like 'PUB-123456'")
