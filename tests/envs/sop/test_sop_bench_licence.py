@@ -14,7 +14,7 @@ import pytest
 from mtrl_gym.cli import main
 from mtrl_gym.envs.external import refuse_training
 from mtrl_gym.error import ConfigError
-from tests.sop.test_sop_bench import write_domain
+from test_sop_bench import write_domain
 
 LICENCE = "CC BY-NC 4.0"
 NO_MODEL = "/nonexistent/model-folder"
