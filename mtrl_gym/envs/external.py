@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.registry import normalize_id
 
 __all__ = ["EXTERNAL_BENCHMARKS", "EVALUATION_ONLY_ENVS", "external_benchmark", "refuse_training"]
 
@@ -41,12 +42,12 @@ def _refusal(env_id: str, what: str) -> ConfigError:
 def refuse_training(env: str | None = None, *, trajectories: Iterable[Any] = (), what: str = "") -> None:
     """Raise :class:`ConfigError`, with the licence text, when ``env`` (an env id) is an evaluation-only benchmark
     or one of ``trajectories`` (objects with ``env_id``/``task_id``, or task-row dicts) came from one."""
-    env = str(env or "").removeprefix("mtrl_gym:")
+    env = normalize_id(str(env or ""))
     if env in EVALUATION_ONLY_ENVS:
         raise _refusal(env, what or "cannot train on")
     for i, t in enumerate(trajectories):
         get = t.get if isinstance(t, dict) else (lambda k, t=t: getattr(t, k, None))
-        env_id, task_id = str(get("env_id") or "").removeprefix("mtrl_gym:"), str(get("task_id") or get("id") or "")
+        env_id, task_id = normalize_id(str(get("env_id") or "")), str(get("task_id") or get("id") or "")
         for eval_env, (prefix, _) in EVALUATION_ONLY_ENVS.items():
             if env_id == eval_env or task_id.startswith(prefix) or get("evaluation_only") is True:
                 raise _refusal(eval_env, f"{what or 'trajectory'} {i} ({task_id or env_id!r}) comes from")

