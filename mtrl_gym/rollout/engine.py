@@ -360,8 +360,11 @@ class RolloutEngine(RolloutSource):
         traj.logprobs = [0.0] * len(traj.token_ids)
         traj.prompt_length = len(traj.token_ids)
         if self._room(ep) < 1:
+            limit, kind = self._budget()
+            where = ("the model's context length" if kind == "context_length"
+                     else "the episode budget, max_episode_tokens (mtrl-gym eval --max-episode-tokens)")
             self._fail(ep, f"the first prompt has {traj.prompt_length} tokens: no room to sample within "
-                           f"{self._budget()[0]} tokens ({self._budget()[1]})", "token_budget")
+                           f"{limit} tokens ({kind}: {where})", "token_budget")
 
     def _budget(self) -> tuple[int, str]:
         limit = getattr(self.sampler, "max_context_length", None)
