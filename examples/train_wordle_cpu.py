@@ -23,7 +23,11 @@ already in ``--out`` (so an interrupted run continues):
    (``mtrl_gym.envs.wordle.play_metrics``: valid/new-word rates, clue-consistency vs a
    random word on the same boards, the shuffled-feedback control, solves with a Wilson
    interval, the most common guess).
-5. **Report**: a table on stdout and ``results.json``.
+5. **Report**: a table on stdout and ``results.json``, with the peak resident memory of each
+   stage (``mtrl_gym.memory.PeakMemory``). Memory freed by a stage is handed back to the OS
+   before the next (``memory.release()``), and SFT and GRPO compute the update in micro-batches
+   of at most ``--micro-batch-tokens`` tokens (default 1024): the knob that trades memory for
+   speed (activations take about 1 MB a token here).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import time
 from pathlib import Path
 
 import mtrl_gym  # noqa: F401  (registers the environments)
+from mtrl_gym import memory
 from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
@@ -64,6 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-dictionary", dest="dictionary", action="store_false",
                    help="skip the two dictionary-decoding columns (base and SFT + GRPO restricted to allowed words)")
     p.add_argument("--tracker", default="none", choices=["none", "mlflow"], help="MLflow logging (default: none)")
+    p.add_argument("--micro-batch-tokens", type=int, default=1024,
+                   help="token positions per forward/backward pass of SFT and GRPO (default 1024): lower it to use "
+                        "less memory, raise it for a little speed (about 1 MB a token)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args(argv)
@@ -93,7 +101,8 @@ def supervised(demos: Path, out: Path, args: argparse.Namespace) -> tuple[Path, 
         return Path(summary["adapter"]), summary
     config = SFTConfig(demos=[str(demos)], output_dir=str(out), tracker=args.tracker, batch_size=8,
                        max_steps=args.sft_steps, max_minutes=args.sft_minutes, lora_rank=16, lora_alpha=32,
-                       lora_layers=12, learning_rate=5e-4, warmup_steps=3, autocast_dtype=None, save_every=20)
+                       lora_layers=12, learning_rate=5e-4, warmup_steps=3, autocast_dtype=None, save_every=20,
+                       micro_batch_tokens=args.micro_batch_tokens)
     resume = out if (out / "checkpoints").is_dir() else None
     summary = SFTTrainer(config, resume=resume).train()
     return Path(summary["adapter"]), summary
@@ -166,19 +175,27 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    grpo_overrides = [f"output_dir={out / 'grpo'}", f"tracker={args.tracker}", *args.overrides]
+    grpo_overrides = [f"output_dir={out / 'grpo'}", f"tracker={args.tracker}",
+                      f"micro_batch_tokens={args.micro_batch_tokens}", *args.overrides]
     if args.grpo_steps is not None:
         grpo_overrides.append(f"max_steps={args.grpo_steps}")
     preset = GRPOConfig.load("cpu-sft", overrides=grpo_overrides)
 
-    demos = demonstrations(preset, out / "demos.jsonl", args.demos, args.teacher)
+    peaks = memory.PeakMemory()  # the peak resident memory of each stage
+    with peaks("demonstrations"):
+        demos = demonstrations(preset, out / "demos.jsonl", args.demos, args.teacher)
     print(f"demonstrations: {demos} ({time.monotonic() - t0:.0f} s)", flush=True)
-    sft_adapter, sft_summary = supervised(demos, out / "sft", args)
+    memory.release()
+    with peaks("SFT"):
+        sft_adapter, sft_summary = supervised(demos, out / "sft", args)
     print(f"SFT: {sft_summary['steps']} steps in {sft_summary['seconds'] / 60:.1f} min -> {sft_adapter}", flush=True)
+    memory.release()
 
     config = preset.replace(init_adapter=str(sft_adapter))
-    grpo_adapter, grpo_summary = reinforce(config)
-    grpo_seconds = sum(grpo_summary["seconds"].get(k, 0.0) for k in ("step", "validation"))
+    with peaks("GRPO"):
+        grpo_adapter, grpo_summary = reinforce(config)
+    memory.release()
+    grpo_seconds = sum(grpo_summary["seconds"].get(k, 0.0) for k in ("step", "logging", "validation"))
     print(f"GRPO: {grpo_summary['steps']} steps in {grpo_seconds / 60:.1f} min -> {grpo_adapter}", flush=True)
 
     columns = {}
@@ -193,14 +210,17 @@ def main() -> None:
             runs += [("base, dictionary", None, True)]
     for name, adapter, constrained in runs:
         slug = name.lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-")
-        columns[name] = held_out(config, out / f"eval-{slug}", slug, adapter, args.eval_tasks, constrained)
+        with peaks(f"eval {name}"):
+            columns[name] = held_out(config, out / f"eval-{slug}", slug, adapter, args.eval_tasks, constrained)
+        memory.release()
         m = columns[name]
         print(f"{name}: valid {m['valid_word_rate']:.1%}, new {m['new_word_rate']:.1%}, consistent "
               f"{m['consistency']:.1%} (random {m['random_consistency']:.1%}), solved {m['solve_rate']:.1%} "
               f"({m['eval_seconds'] / 60:.1f} min)", flush=True)
     report = table(columns)
     print(report)
-    results = {"columns": columns, "sft": sft_summary, "grpo": {k: grpo_summary[k] for k in ("steps", "seconds")},
+    print("peak resident memory per stage:\n  " + peaks.table().replace("\n", "\n  "))
+    results = {"columns": columns, "peak_rss_mib": peaks.mb, "sft": sft_summary, "grpo": {k: grpo_summary[k] for k in ("steps", "seconds")},
                "train_minutes": (sft_summary["seconds"] + grpo_seconds) / 60,
                "total_minutes_this_call": (time.monotonic() - t0) / 60, "config": config.to_dict()}
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")

@@ -160,6 +160,9 @@ class EpisodeState:
     session: str
     start: float
     elapsed: float = 0.0
+    """Seconds counted against the episode's time budget (sampling and env calls)."""
+    env_s: float = 0.0
+    """Seconds inside the env's ``reset`` and ``step``."""
     tools: list[dict[str, Any]] = field(default_factory=list)
     end_text: str = ""
     action: str = ""
@@ -439,7 +442,9 @@ class RolloutEngine(RolloutSource):
                     outcomes.append(ep.env.step(ep.action))
                 except Exception as e:  # noqa: BLE001
                     outcomes.append(e)
-                ep.elapsed += time.monotonic() - started
+                seconds = time.monotonic() - started
+                ep.elapsed += seconds
+                ep.env_s += seconds
         else:
             started = time.monotonic()
             futures = [self._pool.submit(_timed, ep.env.step, ep.action) for ep in live]
@@ -503,7 +508,9 @@ class RolloutEngine(RolloutSource):
             try:
                 return fn()
             finally:
-                ep.elapsed += time.monotonic() - started
+                seconds = time.monotonic() - started
+                ep.elapsed += seconds
+                ep.env_s += seconds
         outcome = self._wait(ep, self._pool.submit(_timed, fn), started)
         if isinstance(outcome, Exception):
             raise outcome
@@ -523,8 +530,10 @@ class RolloutEngine(RolloutSource):
         except FutureTimeout:
             ep.env_hung = True
             ep.elapsed += time.monotonic() - started
+            ep.env_s += time.monotonic() - started
             return _EnvFailure(f"the env call did not return within {timeout:g} s", stop)
         ep.elapsed += seconds
+        ep.env_s += seconds
         return outcome
 
     # ------------------------------------------------------------------ endings
@@ -548,6 +557,7 @@ class RolloutEngine(RolloutSource):
         t = ep.traj
         t.metrics = episode_metrics(t, tool_calls=ep.tool_calls, format_errors=ep.format_errors,
                                     cut_turns=ep.cut_turns, wall_time_s=time.monotonic() - ep.start,
+                                    env_time_s=ep.env_s,
                                     success_threshold=self.success_threshold)
         if ep.env is None:
             return

@@ -8,6 +8,7 @@ Per-episode keys: ``turns``, ``tool_calls``, ``format_errors``, ``format_error_r
 ``cut_turns`` (turns that hit ``max_new_tokens`` or the token budget), ``prompt_tokens``
 (first prompt), ``sampled_tokens``, ``env_tokens`` (environment tokens after the first
 prompt), ``total_tokens``, ``prefill_tokens``, ``cached_tokens``, ``wall_time_s``,
+``env_time_s`` (seconds inside the env's ``reset`` and ``step``),
 ``failed``, ``success`` (the env's ``info["success"]``, else ``info["solved"]``, else
 ``reward >= success_threshold`` when the env defines one; absent otherwise) and
 ``info/<key>`` for every number or bool in the last step's ``info``.
@@ -31,7 +32,8 @@ _CONTRACT_KEYS = {"tool_calls", "tool_results", "format_error", "system_prompt",
 
 
 def episode_metrics(traj: Trajectory, *, tool_calls: int, format_errors: int, cut_turns: int,
-                    wall_time_s: float, success_threshold: float | None = None) -> dict[str, float]:
+                    wall_time_s: float, success_threshold: float | None = None,
+                    env_time_s: float = 0.0) -> dict[str, float]:
     """The metrics of one finished episode (see the module docstring for the keys)."""
     turns = traj.num_turns
     sampled = traj.trainable_tokens
@@ -49,6 +51,7 @@ def episode_metrics(traj: Trajectory, *, tool_calls: int, format_errors: int, cu
         "prefill_tokens": float(traj.prefill_tokens),
         "cached_tokens": float(traj.cached_tokens),
         "wall_time_s": float(wall_time_s),
+        "env_time_s": float(env_time_s),
         "failed": float(traj.failed),
     }
     success = _success(traj, success_threshold)

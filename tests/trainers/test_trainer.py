@@ -83,6 +83,11 @@ def test_step_metrics_cover_rewards_tokens_and_phases(tmp_path, chatml_tokenizer
     # the HF sampler shares the weights, so its log-probs match the trainer's up to float rounding
     assert m["train/logprob_mismatch_max"] < 1e-4
     assert (tmp_path / "run" / "metrics.jsonl").is_file()
+    # the phases of the step: the env's calls inside the rollout, the optimiser inside the update,
+    # and logging after the metrics (its seconds in the run totals and last_step_seconds)
+    assert 0 < m["time/env_s"] < m["time/rollout_s"] and 0 < m["time/optimizer_s"] < m["time/update_s"]
+    assert set(trainer.last_step_seconds) >= {"rollout", "advantages", "update", "sync", "step", "logging"}
+    assert trainer.totals.seconds["logging"] == trainer.last_step_seconds["logging"] > 0
     saved = (tmp_path / "run" / "trajectories" / "step_000001.jsonl").read_text().splitlines()
     assert len(saved) == 2 and {json.loads(line)["group_id"] for line in saved} == {0, 1}
 

@@ -171,6 +171,8 @@ class GRPOTrainer:
             if config.kl_coef > 0 else None
         self.step = 0
         self.totals = RunTotals()
+        self.last_step_seconds: dict[str, float] = {}
+        """Seconds per phase of the latest step (``rollout``, ``advantages``, ``update``, ``sync``, ``step``, ``logging``)."""
         self.last_val_step: int | None = None
         self.last_saved_step: int | None = None
         self._step_start: dict[str, Any] | None = None
@@ -298,12 +300,14 @@ class GRPOTrainer:
             print(f"warning: step {self.step}: {share:.0%} of the sampled actions are {action[-40:]!r} "
                   f"(over {c.collapse_warning_share:.0%}): the policy may be collapsing; see repeat_penalty, "
                   "dominance_penalty and diversity/* in metrics.jsonl", file=sys.stderr)
+        with timer("logging"):  # after the step's metrics: its own time is in the run totals, not in them
+            self.recorder.log(metrics, self.step)
+            self.recorder.trajectories(_sample(trajectories, c.group_size, c.log_trajectories),
+                                       f"step_{self.step:06d}")
+            self.recorder.traces(_sample(trajectories, c.group_size, c.traces.per_step), step=self.step,
+                                 policy_version=self.step - 1)
         self.totals.add_step(metrics, timer.seconds)
-        self.recorder.log(metrics, self.step)
-        self.recorder.trajectories(_sample(trajectories, c.group_size, c.log_trajectories),
-                                   f"step_{self.step:06d}")
-        self.recorder.traces(_sample(trajectories, c.group_size, c.traces.per_step), step=self.step,
-                             policy_version=self.step - 1)
+        self.last_step_seconds = dict(timer.seconds)
         return metrics
 
     # ------------------------------------------------------------------ rollouts
@@ -347,6 +351,10 @@ class GRPOTrainer:
         metrics["train/sequences"] = float(trained_sequences)
         metrics.update({f"train/{k}": v for k, v in update.items()})
         metrics.update(timer.metrics())
+        metrics["time/env_s"] = float(sum(t.metrics.get("env_time_s", 0.0) for t in trajectories))
+        for key in ("recompute_s", "reference_s", "optimizer_s"):  # parts of the update, timed inside it
+            if f"train/{key}" in metrics:
+                metrics[f"time/{key}"] = metrics.pop(f"train/{key}")
         rollout_s, update_s = timer.seconds.get("rollout", 0.0), timer.seconds.get("update", 0.0)
         metrics["throughput/sampled_tokens_per_s"] = metrics["rollout/tokens_sampled"] / rollout_s if rollout_s else 0.0
         metrics["throughput/trained_tokens_per_s"] = update.get("trained_tokens", 0.0) / update_s if update_s else 0.0

@@ -27,6 +27,7 @@ summed gradients equal those of the whole mini-batch in one piece.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,14 +150,19 @@ def policy_update(model: Any, optimizer: torch.optim.Optimizer, schedule: LRSche
     ``logprob_mismatch_mean``/``_max`` (trainer vs sampler), TIS statistics, and counts
     ``optimizer_steps``, ``micro_batches``, ``trained_tokens``, ``forward_tokens`` (token
     positions computed, padding included) and ``padding_tokens``. An empty ``sequences``
-    takes no optimiser step (the learning-rate schedule still advances).
+    takes no optimiser step (the learning-rate schedule still advances). Seconds spent in
+    parts of the update: ``recompute_s`` (old log-probs of mini-batches 2..n), ``reference_s``
+    (the reference model's forward passes, with ``kl_coef``) and ``optimizer_s`` (clipping and
+    the optimiser steps); the trainer reports them under ``time/``.
     """
     device = torch.device(device) if device is not None else next(model.parameters()).device
     stats = _Stats()
     minibatches = split_minibatches(sequences, settings.updates_per_step, (settings.seed, step, 7)) \
         if sequences else []
     if settings.old_logprobs == "recompute" and len(minibatches) > 1:
+        started = time.perf_counter()
         _recompute_old(model, minibatches, settings, device)
+        stats.add("recompute_s", time.perf_counter() - started)
     params = trainable_parameters(model)
     model.train()
     for k in range(settings.updates_per_step):
@@ -167,6 +173,7 @@ def policy_update(model: Any, optimizer: torch.optim.Optimizer, schedule: LRSche
         for micro in _micro_batches(minibatches[k], settings):
             _micro_step(model, micro, settings, denominator, first=(k == 0), reference=reference,
                         device=device, stats=stats)
+        started = time.perf_counter()
         norm = _clip(params, settings.max_grad_norm)
         stats.mean("grad_norm", norm, 1.0)
         stats.high("grad_norm_max", norm)
@@ -175,6 +182,7 @@ def policy_update(model: Any, optimizer: torch.optim.Optimizer, schedule: LRSche
         else:
             stats.add("skipped_nonfinite_steps", 1.0)
         optimizer.zero_grad(set_to_none=True)
+        stats.add("optimizer_s", time.perf_counter() - started)
         stats.add("optimizer_steps", 1.0)
         stats.mean("lr", lr, 1.0)
     out = stats.result()
@@ -223,8 +231,10 @@ def _micro_step(model: Any, micro: MicroBatch, s: UpdateSettings, denominator: f
         for key, value in tis.metrics.items():
             stats.mean(key, float(value), n)
     if reference is not None and s.kl_coef > 0:
+        started = time.perf_counter()
         with autocast(device, s.autocast_dtype):
             ref_flat, _ = reference(lambda m: token_logprobs(m, batch, temperature=s.temperature))
+        stats.add("reference_s", time.perf_counter() - started)
         options["ref_logp"], _ = micro.rows(ref_flat.float())
         options["kl_coef"] = s.kl_coef
     out = compute_loss(s.loss, logp, old, adv, mask, aggregation=s.aggregation, denominator=denominator, **options)
