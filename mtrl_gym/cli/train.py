@@ -113,7 +113,7 @@ def _groups_epilog(cls) -> str:
     groups = cls.groups()
     total = len(list(_flat_fields(cls)))
     lines = [f"setting groups ({total} fields in all; flag --GROUP.FIELD VALUE or --set GROUP.FIELD=VALUE):"]
-    width = max(len(name) for name in groups) + 4
+    width = max((len(name) for name in groups), default=0) + 4
     for name, group in groups.items():
         names = ", ".join(_field_list(group))
         lines.append(textwrap.fill(names, 79, initial_indent=f"  {name:<{width - 2}}",
