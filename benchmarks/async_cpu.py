@@ -80,13 +80,14 @@ def _random_small(device: str | None):
 
 def run_mode(name: str, extra: dict, args, model_and_tokenizer) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig(output_dir=out, model=args.model, env="mtrl/Wordle-v0", max_turns=1,
+        config = GRPOConfig(output_dir=out, model=args.model, env="mtrl/Wordle-v0",
                             global_batch_size=args.tasks, group_size=args.group_size, max_steps=args.steps + 1,
                             serving={"max_new_tokens": args.max_new_tokens, "temperature": 1.0},
-                            max_episode_tokens=2048, lora_rank=8, lora_alpha=16.0,
-                            lora_layers=None if args.model == "random-small" else 8, learning_rate=1e-4,
-                            tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=0,
-                            train_size=64, device=args.device, seed=0, drop_zero_variance_groups=False, **extra)
+                            episode={"max_turns": 1, "max_tokens": 2048},
+                            lora={"rank": 8, "alpha": 16.0, "layers": None if args.model == "random-small" else 8},
+                            learning_rate=1e-4, tracking={"tracker": "none", "log_trajectories": 0}, progress=False,
+                            validation={"every": 0}, checkpoints={"save_every": 0}, train_size=64,
+                            device=args.device, seed=0, objective={"drop_zero_variance_groups": False}, **extra)
         model, tokenizer = model_and_tokenizer()
         trainer = GRPOTrainer(config, model=model, tokenizer=tokenizer)
         try:

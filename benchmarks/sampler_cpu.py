@@ -128,7 +128,7 @@ def run_grpo(name: str, args) -> dict:
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 
     sampler = name.removeprefix("grpo-")
-    overrides = [f"sampler={sampler}", f"output_dir={args.out}/{name}", "tracker=none",
+    overrides = [f"sampler={sampler}", f"output_dir={args.out}/{name}", "tracking.tracker=none",
                  f"max_steps={args.grpo_steps + 1}"]
     if sampler == "vllm":  # dtype auto: bf16 where the CPU has it natively, else fp32
         overrides.append('sampler_kwargs={"max_model_len": 4096}')

@@ -55,7 +55,7 @@ CASES = {
     "cpu-sft": ("cpu-sft", []),
     "cpu": ("cpu", []),
     # the cpu-sft batch, with the env's own agent prompt: system prompt and tool schema, no prefill
-    "wordle-agent": ("cpu-sft", ["env_wrappers=[]", "val_env_wrappers=[]", "serving.assistant_prefix=",
+    "wordle-agent": ("cpu-sft", ["env_wrappers=[]", "validation.env_wrappers=[]", "serving.assistant_prefix=",
                                  "serving.stop=[]", "serving.max_new_tokens=24"]),
 }
 
@@ -132,8 +132,8 @@ def run_case(name: str, steps: int, max_ratio: float) -> bool:
     preset, overrides = CASES[name]
     peaks = PeakMemory()
     with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig.load(preset, overrides=[*overrides, f"output_dir={out}", "tracker=none", f"max_steps={steps}",
-                                                    "save_every=0", "val_every=0", "progress=false"])
+        config = GRPOConfig.load(preset, overrides=[*overrides, f"output_dir={out}", "tracking.tracker=none", f"max_steps={steps}",
+                                                    "checkpoints.save_every=0", "validation.every=0", "progress=false"])
         with peaks("load"):
             trainer = GRPOTrainer(config)
         captured: dict = {}

@@ -4,7 +4,7 @@
 
 Trains ``--steps`` GRPO steps of the CPU preset's shape on ``mtrl/Wordle-v0`` (LoRA on the
 embedded SmolLM2-135M by default) with the MLflow tracker on a local SQLite store in a
-temporary folder and ``traces.per_step`` episodes traced per step. MLflow's background
+temporary folder and ``tracking.traces.per_step`` episodes traced per step. MLflow's background
 trace writer is switched off (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false``), so every trace is
 built *and stored* inside the step: the figure is an upper bound on what a run with the
 default background writer pays.
@@ -29,7 +29,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--per-step", type=int, default=4, help="traces.per_step")
+    p.add_argument("--per-step", type=int, default=4, help="tracking.traces.per_step")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--groups", type=int, default=2, help="groups (tasks) per step")
     p.add_argument("--max-turns", type=int, default=3)
@@ -58,10 +58,10 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="trace_overhead_"))
     config = GRPOConfig.load("cpu", overrides=[
         f"output_dir={folder / 'run'}", f"model={args.model}", f"global_batch_size={args.groups * args.group_size}",
-        f"group_size={args.group_size}", f"max_steps={args.steps}", f"max_turns={args.max_turns}",
-        f"max_new_tokens={args.max_new_tokens}", "val_every=0", "save_every=0", "progress=false",
-        "tracker=mlflow", f"tracking_uri=sqlite:///{folder / 'mlflow.db'}", "experiment=trace-overhead",
-        f'traces={{"per_step": {args.per_step}}}'])
+        f"group_size={args.group_size}", f"max_steps={args.steps}", f"episode.max_turns={args.max_turns}",
+        f"serving.max_new_tokens={args.max_new_tokens}", "validation.every=0", "checkpoints.save_every=0",
+        "progress=false", "tracking.tracker=mlflow", f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
+        "tracking.experiment=trace-overhead", f"tracking.traces.per_step={args.per_step}"])
     cwd = os.getcwd()
     os.chdir(folder)  # MLflow's artifacts go under ./mlruns
     try:

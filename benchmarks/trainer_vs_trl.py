@@ -119,9 +119,10 @@ class Ours:
         model = build_model(args.weights, args.seed)
         config = GRPOConfig(output_dir=str(workdir / "mtrl"), global_batch_size=args.prompts, group_size=args.group_size,
                             max_steps=10_000, serving={"max_new_tokens": args.max_new_tokens, "temperature": 1.0},
-                            max_turns=1, max_episode_tokens=4096, lora_rank=32, lora_alpha=64.0, learning_rate=1e-5,
-                            tracker="none", progress=False, val_every=0, save_every=0,
-                            log_trajectories=0, drop_zero_variance_groups=False, max_grad_norm=1.0,
+                            episode={"max_turns": 1, "max_tokens": 4096}, lora={"rank": 32, "alpha": 64.0},
+                            learning_rate=1e-5, tracking={"tracker": "none", "log_trajectories": 0}, progress=False,
+                            validation={"every": 0}, checkpoints={"save_every": 0},
+                            objective={"drop_zero_variance_groups": False}, optimizer={"max_grad_norm": 1.0},
                             autocast_dtype="bfloat16" if args.bf16 else None, packing=args.packing,
                             seed=args.seed)
         tasks = [{"id": f"river{i}"} for i in range(args.prompts)]

@@ -7,7 +7,7 @@ policy server, gives every episode its own session URL, records the exact tokens
 policy sampled, and trains on them::
 
     pip install "mtrl-gym[train,serve]"
-    mtrl-gym train --set source.name=agent --set source.target=examples/agent_openai_sdk.py:run --max-steps 2 --group-size 4 --global-batch-size 2 --serving.max-new-tokens 64 --val-every 0
+    mtrl-gym train --set source.name=agent --set source.target=examples/agent_openai_sdk.py:run --max-steps 2 --group-size 4 --global-batch-size 2 --serving.max-new-tokens 64 --validation.every 0
 
 The trainer hands every episode its session's URL and key. Run one episode yourself
 against ``mtrl-gym serve`` with the ``base_url`` and ``api_key`` that ``POST /sessions``

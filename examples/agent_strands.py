@@ -6,7 +6,7 @@ guess on an ``mtrl/Wordle-v0`` environment; the game's reward is the episode's r
 Strands streams every request (``stream: true``); the server records the same tokens::
 
     pip install "mtrl-gym[train,serve]" strands-agents
-    mtrl-gym train --set source.name=agent --set source.target=examples/agent_strands.py:run --max-steps 2 --group-size 4 --global-batch-size 2 --serving.max-new-tokens 64 --val-every 0
+    mtrl-gym train --set source.name=agent --set source.target=examples/agent_strands.py:run --max-steps 2 --group-size 4 --global-batch-size 2 --serving.max-new-tokens 64 --validation.every 0
 
 or one episode against a session's URL and key (``POST /sessions`` returns both)::
 

@@ -286,9 +286,10 @@ def train_on_replay(cassette: Path, out_dir: Path, args: Args) -> RunSpec:
 
     config = GRPOConfig(env=ENV_ID, env_kwargs={"cassette": str(cassette), "mode": "replay"},
                         output_dir=str(out_dir / "grpo"), model="smollm2-135m", global_batch_size=len(TASKS),
-                        group_size=4, max_steps=args.train_steps, max_turns=4, serving={"max_new_tokens": 64},
-                        lora_rank=8, lora_alpha=16.0, learning_rate=2e-4, val_every=0, save_every=0,
-                        tracker="none", seed=args.seed)
+                        group_size=4, max_steps=args.train_steps, episode={"max_turns": 4},
+                        serving={"max_new_tokens": 64}, lora={"rank": 8, "alpha": 16.0}, learning_rate=2e-4,
+                        validation={"every": 0}, checkpoints={"save_every": 0}, tracking={"tracker": "none"},
+                        seed=args.seed)
     trainer = GRPOTrainer(config, train_tasks=TASKS, val_tasks=[])
     try:
         summary = trainer.train()

@@ -88,7 +88,7 @@ def demonstrations(config: GRPOConfig, path: Path, n: int, teacher: str) -> Path
         return path
     demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
                       policy_kwargs={"choice": teacher, "spelled": True}, num_episodes=n, model=config.model,
-                      serving=config.serving, max_episode_tokens=config.max_episode_tokens, train_size=config.train_size,
+                      serving=config.serving, max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
                       val_size=config.val_size, split_seed=config.split_seed)
     return write_demos(make_demos(demo), path, demo)
 
@@ -99,9 +99,10 @@ def supervised(demos: Path, out: Path, args: argparse.Namespace) -> tuple[Path, 
     if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
         return Path(summary["adapter"]), summary
-    config = SFTConfig(demos=[str(demos)], output_dir=str(out), tracker=args.tracker, batch_size=8,
-                       max_steps=args.sft_steps, max_minutes=args.sft_minutes, lora_rank=16, lora_alpha=32,
-                       lora_layers=12, learning_rate=5e-4, warmup_steps=3, autocast_dtype=None, save_every=20,
+    config = SFTConfig(demos=[str(demos)], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
+                       max_steps=args.sft_steps, max_minutes=args.sft_minutes,
+                       lora={"rank": 16, "alpha": 32, "layers": 12}, learning_rate=5e-4,
+                       optimizer={"warmup_steps": 3}, autocast_dtype=None, checkpoints={"save_every": 20},
                        micro_batch_tokens=args.micro_batch_tokens)
     resume = out if (out / "checkpoints").is_dir() else None
     summary = SFTTrainer(config, resume=resume).train()
@@ -175,7 +176,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    grpo_overrides = [f"output_dir={out / 'grpo'}", f"tracker={args.tracker}",
+    grpo_overrides = [f"output_dir={out / 'grpo'}", f"tracking.tracker={args.tracker}",
                       f"micro_batch_tokens={args.micro_batch_tokens}", *args.overrides]
     if args.grpo_steps is not None:
         grpo_overrides.append(f"max_steps={args.grpo_steps}")

@@ -7,8 +7,10 @@ loading and saving:
 * :meth:`ConfigBase.load` merges presets (by name, from the class's ``PRESETS`` folder),
   YAML/TOML/JSON files and mappings in order, then ``key=value`` overrides; a dotted key
   (``serving.max_new_tokens=6``) sets a field of a nested group;
-* :meth:`ConfigBase.from_dict` refuses unknown keys with close matches, converts strings
-  to the field's type (``"1e-4"`` for a float) and builds nested groups from mappings;
+* :meth:`ConfigBase.from_dict` refuses unknown keys with close matches (a setting's dotted
+  place in a group too: ``lora_rank`` -> ``lora.rank``), converts strings to the field's type
+  (``"1e-4"`` for a float) and builds nested groups from mappings, over the field's default
+  (a config may give a shared group its own defaults with ``default_factory``);
 * :meth:`ConfigBase.save` / :meth:`ConfigBase.to_dict` write plain YAML/JSON;
 * :meth:`ConfigBase.field_docs` reads the field docstrings (dotted for nested groups), for
   ``--help`` and the docs' tables.
@@ -28,6 +30,8 @@ loading and saving:
 Outer(steps=3, inner=Inner(rate=0.25))
 >>> Outer.groups()
 {'inner': <class 'mtrl_gym.config_base.Inner'>}
+>>> Outer.field_names()
+['steps', 'inner', 'inner.rate']
 """
 
 
@@ -47,7 +51,7 @@ from typing import Any, ClassVar
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["ConfigBase", "coerce", "read_config_file", "parse_override", "yaml_module"]
+__all__ = ["ConfigBase", "coerce", "close_names", "read_config_file", "parse_override", "yaml_module"]
 
 
 class ConfigBase:
@@ -63,16 +67,22 @@ class ConfigBase:
     FIELDS_HINT: ClassVar[str | None] = None
 
     def __post_init__(self) -> None:
-        """Convert every field to its annotated type (nested groups from mappings)."""
+        """Convert every field to its annotated type (nested groups from mappings, merged over the
+        field's default: ``lora={"rank": 8}`` keeps the other settings of the config's ``lora``)."""
         hints = _hints(type(self))
         for f in dataclasses.fields(self):
-            setattr(self, f.name, coerce(f.name, getattr(self, f.name), hints[f.name]))
+            value = getattr(self, f.name)
+            group = _group_class(hints[f.name])
+            if group is not None and f.default_factory is not dataclasses.MISSING:
+                value = _over_default(f.name, group, value, f.default_factory)
+            setattr(self, f.name, coerce(f.name, value, hints[f.name]))
 
     # ------------------------------------------------------------------ loading
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
-        """A config from a mapping; unknown keys raise ConfigError with close matches."""
+        """A config from a mapping; unknown keys raise ConfigError with close matches among every
+        field's dotted name (``lora_rank``: did you mean ``lora.rank``?)."""
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = [k for k in values if k not in names]
         if unknown:
@@ -115,8 +125,11 @@ class ConfigBase:
         return cls.from_dict(merged)
 
     def replace(self, **changes: Any):
-        """A copy with ``changes`` applied (validated again)."""
-        return type(self).from_dict({**self.to_dict(), **changes})
+        """A copy with ``changes`` applied (validated again); a group's mapping changes only the
+        fields it names (``replace(lora={"rank": 8})`` keeps this config's other LoRA settings)."""
+        values = self.to_dict()
+        _merge(type(self), values, changes)
+        return type(self).from_dict(values)
 
     # ------------------------------------------------------------------ saving
 
@@ -163,6 +176,17 @@ class ConfigBase:
         hints = _hints(cls)
         return {f.name: g for f in dataclasses.fields(cls) if (g := _group_class(hints[f.name])) is not None}
 
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Every field's name, a nested group's fields as ``group.field`` (after the group itself)."""
+        groups = cls.groups()
+        names: list[str] = []
+        for f in dataclasses.fields(cls):
+            names.append(f.name)
+            if f.name in groups:
+                names.extend(f"{f.name}.{n}" for n in groups[f.name].field_names())
+        return names
+
 
 def _docstrings(cls: type) -> dict[str, str]:
     docs: dict[str, str] = {}
@@ -192,6 +216,20 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def _group_class(tp: Any) -> type | None:
     return tp if isinstance(tp, type) and issubclass(tp, ConfigBase) else None
+
+
+def _over_default(name: str, group: type, value: Any, default_factory: Any) -> Any:
+    """A group's value given as a mapping (or its JSON/YAML text), merged over the field's default."""
+    if isinstance(value, str) and _looks_structured(value):
+        value = _parse_structured(name, value)
+    if not isinstance(value, Mapping):
+        return value
+    default = default_factory()
+    if not isinstance(default, group):
+        return value
+    base = dataclasses.asdict(default)
+    _merge(group, base, value)
+    return base
 
 
 def _merge(cls: type, into: dict[str, Any], values: Mapping[str, Any]) -> None:
@@ -232,10 +270,53 @@ def _set_dotted(values: dict[str, Any], key: str, value: Any) -> None:
 def _unknown_keys_message(cls: type, unknown: Sequence[str], names: Sequence[str]) -> str:
     parts = []
     for key in unknown:
-        close = difflib.get_close_matches(str(key).replace("-", "_"), names, n=2, cutoff=0.6)
+        close = close_names(str(key), cls.field_names())
         parts.append(f"{key!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""))
     hint = cls.FIELDS_HINT or f"Its fields: {', '.join(names)}."
     return f"unknown {cls.KIND} key(s): {', '.join(parts)}. {hint}"
+
+
+def close_names(key: str, names: Iterable[str], *, n: int = 2, cutoff: float = 0.6) -> list[str]:
+    """The names among ``names`` (dotted for a group's fields) that ``key`` most likely meant.
+
+    A key that names a field of a group without the group, or with the group's name (or its
+    start) written into it, finds that field: ``lora_rank`` -> ``lora.rank``, ``val_every`` ->
+    ``validation.every``, ``keep_checkpoints`` -> ``checkpoints.keep``, ``tracker`` ->
+    ``tracking.tracker``. Otherwise the closest spellings (``difflib`` ratio >= ``cutoff``, within
+    0.1 of the best) are returned; dashes count as underscores.
+
+    >>> close_names("lora_rank", ["learning_rate", "lora", "lora.rank", "lora.alpha"])
+    ['lora.rank']
+    >>> close_names("learning-rat", ["learning_rate", "lora.rank"])
+    ['learning_rate']
+    """
+    wanted = str(key).strip().lstrip("-").replace("-", "_")
+    scored = []
+    for name in names:
+        *groups, leaf = name.split(".")
+        if wanted in (name, leaf, name.replace(".", "_")):
+            score = 1.0
+        elif groups and _regrouped(wanted, leaf, groups):
+            score = 0.95
+        else:
+            score = max(difflib.SequenceMatcher(None, wanted, form).ratio()
+                        for form in (name, name.replace(".", "_"), leaf))
+        scored.append((score, name))
+    scored.sort(key=lambda item: -item[0])
+    if not scored or scored[0][0] < cutoff:
+        return []
+    best = scored[0][0]
+    floor = 0.95 if best >= 0.95 else max(cutoff, best - 0.1)
+    return [name for score, name in scored if score >= floor][:n]
+
+
+def _regrouped(key: str, leaf: str, groups: Sequence[str]) -> bool:
+    """Whether ``key`` is ``leaf`` with words naming its groups (or their start) put in: ``val_every``
+    for ``validation.every``, ``max_episode_tokens`` for ``episode.max_tokens``."""
+    group_words = [w for g in groups for w in g.split("_")]
+    words = key.split("_")
+    kept = [w for w in words if not (len(w) >= 3 and any(g.startswith(w) for g in group_words))]
+    return len(kept) < len(words) and kept == leaf.split("_")
 
 
 def coerce(name: str, value: Any, tp: Any) -> Any:
@@ -267,13 +348,13 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
             raise ConfigError(f"`{name}` must be a mapping of its fields ({', '.join(names)}), got {value!r}")
         unknown = [k for k in value if k not in names]
         if unknown:
-            close = difflib.get_close_matches(str(unknown[0]), names, n=1)
+            close = close_names(str(unknown[0]), group.field_names(), n=1)
             raise ConfigError(f"`{name}` has no field {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                               + f"; its fields are {', '.join(names)}")
         try:
             return group.from_dict(value)
         except ConfigError as e:
-            raise ConfigError(f"`{name}`: {e}") from None
+            raise ConfigError(_in_group(name, str(e))) from None
     if tp is bool:
         return _to_bool(name, value)
     if tp is int:
@@ -293,6 +374,15 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
             raise ConfigError(f"`{name}` must be a {origin.__name__}, got {value!r}")
         return value
     return value
+
+
+def _in_group(name: str, message: str) -> str:
+    """A group's error as its parent reports it: "`rank` must be ..." -> "`lora.rank` must be ..."."""
+    if message.startswith("`") and not message.startswith(f"`{name}."):
+        return f"`{name}.{message[1:]}"
+    if message.startswith(f"`{name}."):
+        return message
+    return f"`{name}`: {message}"
 
 
 def _looks_structured(text: str) -> bool:

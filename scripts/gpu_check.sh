@@ -86,8 +86,8 @@ EOF
 # ---------------------------------------------------------------- 2. GRPO steps
 echo "grpo: $STEPS steps of $BATCH tasks x $GROUP episodes with --sampler vllm (run folder $OUT/run)"
 "$PY" -m mtrl_gym.cli train --config gpu --model "$MODEL" --sampler vllm \
-    --max-steps "$STEPS" --global-batch-size "$BATCH" --group-size "$GROUP" --max-new-tokens "$MAX_NEW_TOKENS" \
-    --val-every 0 --save-every 0 --tracker none --output-dir "$OUT/run"
+    --max-steps "$STEPS" --global-batch-size "$BATCH" --group-size "$GROUP" --serving.max-new-tokens "$MAX_NEW_TOKENS" \
+    --validation.every 0 --checkpoints.save-every 0 --tracking.tracker none --output-dir "$OUT/run"
 
 "$PY" - "$OUT/run/metrics.jsonl" <<'EOF'
 import json, sys

@@ -40,7 +40,7 @@ def run(args) -> int:
 
         c = GRPOConfig.load(args.config)
         values = dict(env=c.env, env_kwargs=dict(c.env_kwargs), env_wrappers=c.env_wrappers[:1], model=c.model,
-                      serving=c.serving.to_dict(), max_episode_tokens=c.max_episode_tokens,
+                      serving=c.serving.to_dict(), max_episode_tokens=c.episode.max_tokens,
                       train_size=c.train_size, val_size=c.val_size, split_seed=c.split_seed)
     if args.env:
         values["env"] = args.env

@@ -2,14 +2,15 @@
 
 Every field of :class:`~mtrl_gym.trainers.grpo.config.GRPOConfig` is a flag
 (``learning_rate`` -> ``--learning-rate``, a nested group's ``serving.max_new_tokens`` ->
-``--serving.max-new-tokens``), with the field's docstring as help; ``--help`` shows the
-common ones and ``--help-all`` every one. Settings
-merge in order: defaults, ``--config`` files or preset names (repeatable), flags, then
-``--set key=value`` overrides::
+``--serving.max-new-tokens``, ``lora.rank`` -> ``--lora.rank``), with the field's docstring as
+help; ``--help`` shows the common ones and the setting groups' fields, ``--help-all`` every
+field with its whole docstring. An unknown flag is refused with the closest one
+(``--lora-rank``: did you mean ``--lora.rank``?). Settings merge in order: defaults,
+``--config`` files or preset names (repeatable), flags, then ``--set key=value`` overrides::
 
     mtrl-gym train --config cpu                                   # the CPU preset
-    mtrl-gym train --env mtrl/Wordle-v0 --model smollm2-135m --config cpu --max-steps 5
-    mtrl-gym train --config my_run.yaml --set loss_kwargs='{"ratio_high": 1.28}'
+    mtrl-gym train --env mtrl/Wordle-v0 --model smollm2-135m --config cpu --max-steps 5 --lora.rank 8
+    mtrl-gym train --config my_run.yaml --set objective.loss_kwargs='{"ratio_high": 1.28}'
     mtrl-gym train --resume runs/grpo                             # continue a run
 
 ``--resume`` continues from the run's latest checkpoint (or a given checkpoint folder)
@@ -34,8 +35,8 @@ _NO_VALUE = object()
 
 
 #: The fields ``mtrl-gym train --help`` shows; ``--help-all`` lists every field.
-COMMON_FIELDS = ("env", "model", "output_dir", "source", "sampler", "max_steps", "global_batch_size", "group_size",
-                 "learning_rate", "lora_rank", "train_tasks", "val_every", "tracker")
+COMMON_FIELDS = ("env", "model", "output_dir", "train_tasks", "max_steps", "global_batch_size", "group_size",
+                 "learning_rate", "lora.rank", "sampler", "validation.every", "tracking.tracker")
 
 
 def register(sub) -> None:
@@ -43,14 +44,14 @@ def register(sub) -> None:
 
     p = sub.add_parser("train", help="train an agent with GRPO (LoRA or full fine-tuning)",
                        usage="mtrl-gym train [--config FILE_OR_PRESET] [--set KEY=VALUE] [--resume [PATH]] "
-                             "[--print-config] [--FIELD VALUE ...]",
+                             "[--print-config] [--FIELD VALUE ...] [--GROUP.FIELD VALUE ...]",
                        description="Train an agent with GRPO. Settings: defaults < --config files/presets < "
                                    "flags < --set overrides.",
-                       epilog=_groups_epilog(GRPOConfig), formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=_groups_epilog(GRPOConfig), formatter_class=_Formatter)
     p.add_argument("--config", action="append", default=[], metavar="FILE_OR_PRESET",
                    help=f"YAML/TOML config file or preset name ({', '.join(GRPOConfig.preset_names())}); repeatable")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                   help="override any field, e.g. --set lora_rank=8 or --set serving.max_new_tokens=6 (repeatable)")
+                   help="override any field, e.g. --set lora.rank=8 or --set serving.max_new_tokens=6 (repeatable)")
     p.add_argument("--resume", nargs="?", const=_NO_VALUE, default=None, metavar="PATH",
                    help="continue a run: a checkpoint folder or run folder (default: --output-dir)")
     p.add_argument("--overwrite", action="store_true",
@@ -61,11 +62,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """``--help`` in one screen: flags and their help side by side, the epilog as written."""
+
+    def __init__(self, prog, **kwargs):
+        super().__init__(prog, max_help_position=30, **kwargs)
+
+
 def add_config_flags(parser, cls, *, shown=None) -> None:
     """A flag per field of the config class ``cls`` (``learning_rate`` -> ``--learning-rate``,
     a nested group's field ``serving.max_new_tokens`` -> ``--serving.max-new-tokens``), its
     docstring as help. Only the fields in ``shown`` appear in ``--help`` (all when None)."""
-    fields = parser.add_argument_group("config fields (--help-all lists all of them; see docs/training.md)")
+    fields = parser.add_argument_group("common fields (--help-all lists every field; see docs/training.md)")
     docs = cls.field_docs()
     for name, tp, default in _flat_fields(cls):
         flag = "--" + name.replace("_", "-")
@@ -93,23 +101,35 @@ def _flat_fields(cls, prefix: str = ""):
             yield prefix + f.name, hints[f.name], default
 
 
-def _first_sentence(text: str) -> str:
-    head = text.split(". ")[0].rstrip(".")
-    return head if len(head) <= 110 else head[:107] + "..."
+def _first_sentence(text: str, limit: int = 110) -> str:
+    head = text.replace("``", "").split(". ")[0].rstrip(".")
+    return head if len(head) <= limit else head[:limit - 3].rsplit(" ", 1)[0] + "..."
 
 
 def _groups_epilog(cls) -> str:
-    groups = cls.groups()
-    lines = [f"{len(list(_flat_fields(cls)))} fields in all; nested groups: " +
-             ", ".join(f"{name} ({', '.join(f.name for f in dataclasses.fields(g))})" for name, g in groups.items())
-             + ". `--help-all` lists every field; docs/training.md explains them."]
+    """The setting groups, one line each with their fields (``--GROUP.FIELD`` flags)."""
     import textwrap
 
-    return "\n".join(textwrap.fill(line, 100) for line in lines)
+    groups = cls.groups()
+    total = len(list(_flat_fields(cls)))
+    lines = [f"setting groups ({total} fields in all; flag --GROUP.FIELD VALUE or --set GROUP.FIELD=VALUE):"]
+    width = max((len(name) for name in groups), default=0) + 4
+    for name, group in groups.items():
+        names = ", ".join(_field_list(group))
+        lines.append(textwrap.fill(names, 79, initial_indent=f"  {name:<{width - 2}}",
+                                   subsequent_indent=" " * width))
+    return "\n".join(lines)
+
+
+def _field_list(group) -> list[str]:
+    """A group's field names; a nested group's as ``name.{a, b}``."""
+    inner = group.groups()
+    return [f"{f.name}.{{{', '.join(_field_list(inner[f.name]))}}}" if f.name in inner else f.name
+            for f in dataclasses.fields(group)]
 
 
 class _HelpAll(argparse.Action):
-    """``--help-all``: every config field, its default and its whole docstring."""
+    """``--help-all``: every config field, its default and its whole docstring, group by group."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         import textwrap
@@ -117,8 +137,12 @@ class _HelpAll(argparse.Action):
         from mtrl_gym.trainers.grpo.config import GRPOConfig
 
         docs = GRPOConfig.field_docs()
-        out = [parser.format_usage().rstrip(), "", "every config field (flag --NAME, or --set NAME=VALUE):"]
+        groups = GRPOConfig.groups()
+        out = [parser.format_usage().rstrip(), "",
+               "every config field (flag --NAME VALUE, or --set NAME=VALUE; a group's field: --GROUP.FIELD):"]
         for name, _, default in _flat_fields(GRPOConfig):
+            if name in groups:
+                out += ["", f"group {name} (--{name}.FIELD VALUE, or --{name} '{{...}}' for several):"]
             out.append(f"  --{name.replace('_', '-')} (default: {default!r})")
             out.extend(textwrap.wrap(docs.get(name, ""), 96, initial_indent="      ", subsequent_indent="      "))
         print("\n".join(out))
@@ -234,7 +258,7 @@ def _check_env(config) -> None:
     from mtrl_gym.registry import is_multiagent, make, make_multiagent, spec
     from mtrl_gym.rollout.sources.local import build_wrappers
 
-    build_wrappers(config.val_env_wrappers)  # every name resolves
+    build_wrappers(config.validation.env_wrappers)  # every name resolves
     if is_multiagent(config.env):  # a PettingZoo env: it must build (env wrappers are refused for these)
         try:
             make_multiagent(config.env, parallel=True, **dict(config.env_kwargs)).close()

@@ -104,7 +104,9 @@ def training_serving(adapter: str | os.PathLike) -> tuple[ServingSettings, Path]
                           "as flags") from None
     settings: ServingSettings = {"max_new_tokens": serving.max_new_tokens,
                                  "assistant_prefix": serving.assistant_prefix, "stop": tuple(serving.stop)}
-    prompt = _system_prompt(config.get("env_wrappers"), path) or _system_prompt(config.get("val_env_wrappers"), path)
+    validation = config.get("validation") if isinstance(config.get("validation"), Mapping) else {}
+    val_wrappers = validation.get("env_wrappers", config.get("val_env_wrappers"))  # the latter: a run saved before the groups
+    prompt = _system_prompt(config.get("env_wrappers"), path) or _system_prompt(val_wrappers, path)
     text, tools = prompt if prompt is not None else (None, True)
     if serving.system_prompt != "default" or not serving.tools:  # the serving group's prompt is applied outermost
         own = serving.system_prompt_text()

@@ -113,7 +113,8 @@ def _metrics_file(path: Path) -> Path:
 
 
 def _run_settings(path: Path) -> dict[str, Any]:
-    """``temperature`` (its ``serving`` group's) and ``val_temperature`` from a GRPO run's ``config.yaml``
+    """``temperature`` (its ``serving`` group's) and ``val_temperature`` (its ``validation`` group's;
+    a top-level ``val_temperature`` in a run saved before the groups) from a GRPO run's ``config.yaml``
     (empty if absent)."""
     if not path.is_file():
         return {}
@@ -126,7 +127,9 @@ def _run_settings(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         return {}
     serving = config.get("serving") if isinstance(config.get("serving"), dict) else {}
-    found = {"temperature": serving.get("temperature"), "val_temperature": config.get("val_temperature")}
+    validation = config.get("validation") if isinstance(config.get("validation"), dict) else {}
+    found = {"temperature": serving.get("temperature"),
+             "val_temperature": validation.get("temperature", config.get("val_temperature"))}
     return {k: v for k, v in found.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
@@ -164,11 +167,14 @@ def _mlflow_series(run_id: str, tracking_uri: str | None) -> tuple[dict[str, lis
         history = client.get_metric_history(run_id, key)
         series[key] = sorted({m.step: float(m.value) for m in history}.items())
     settings = {}
-    for key, param in (("temperature", "serving.temperature"), ("val_temperature", "val_temperature")):
-        try:  # the trainer logs its config as params, nested groups flattened
-            settings[key] = float(run.data.params[param])
-        except (KeyError, ValueError):
-            pass
+    for key, params in (("temperature", ["serving.temperature"]),
+                        ("val_temperature", ["validation.temperature", "val_temperature"])):
+        for param in params:  # the trainer logs its config as params, nested groups flattened
+            try:
+                settings[key] = float(run.data.params[param])
+                break
+            except (KeyError, ValueError):
+                pass
     return series, settings
 
 

@@ -2,5 +2,7 @@
 
 Modules here may import torch, transformers, peft and vllm, always lazily and with a
 :class:`mtrl_gym.error.DependencyNotInstalled` that names the pip extra when missing. The
-rollout engine, samplers and trajectories live in :mod:`mtrl_gym.rollout`.
+rollout engine, samplers and trajectories live in :mod:`mtrl_gym.rollout`. The setting
+groups the GRPO and SFT configs share (``lora``, ``optimizer``, ``tracking``,
+``checkpoints``) are :mod:`mtrl_gym.trainers.settings`.
 """

@@ -31,9 +31,10 @@ def trained_run(tmp_path_factory, chatml_tokenizer):
     model.save_pretrained(base)
     chatml_tokenizer.save_pretrained(base)
     config = GRPOConfig(env="mtrl/Wordle-v0", model=str(base), output_dir=str(root / "run"), global_batch_size=2,
-                        group_size=2, max_steps=2, max_turns=2, serving={"max_new_tokens": 4, "assistant_prefix": GUESS},
-                        max_episode_tokens=1200, lora_rank=4, tracker="none", progress=False, val_every=0,
-                        save_every=0, seed=0)
+                        group_size=2, max_steps=2, episode={"max_turns": 2, "max_tokens": 1200},
+                        serving={"max_new_tokens": 4, "assistant_prefix": GUESS}, lora={"rank": 4},
+                        tracking={"tracker": "none"}, progress=False, validation={"every": 0},
+                        checkpoints={"save_every": 0}, seed=0)
     trainer = GRPOTrainer(config, model=model, tokenizer=chatml_tokenizer)
     trainer.train()
     adapter = root / "run" / "checkpoints" / "step_000002" / "adapter"

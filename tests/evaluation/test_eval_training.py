@@ -21,7 +21,7 @@ def write_run(folder, rewards, val_success, *, val_every=2):
         if step % val_every == 0:
             lines.append({"step": step, "kind": "val", "val/success_rate": val_success[step // val_every - 1]})
     (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    (folder / "config.yaml").write_text("model: tiny\nserving:\n  temperature: 1.0\nval_temperature: 0.0\n")
+    (folder / "config.yaml").write_text("model: tiny\nserving:\n  temperature: 1.0\nvalidation:\n  temperature: 0.0\n")
     return folder
 
 
@@ -103,7 +103,7 @@ def test_mlflow_training_run_and_eval_logging_share_one_store(tmp_path, monkeypa
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("mtrl-gym")
     train = client.create_run(exp).info.run_id
-    client.log_param(train, "val_temperature", "0.0")
+    client.log_param(train, "validation.temperature", "0.0")
     client.log_batch(train, metrics=[Metric("rollout/reward_mean", r, 0, s) for s, r in enumerate(HACKED["rewards"])]
                      + [Metric("val/success_rate", v, 0, 2 * s) for s, v in enumerate(HACKED["val_success"])])
     curves = load_training_curves(f"mlflow:{train}", tracking_uri=uri)

@@ -173,10 +173,9 @@ def test_grpo_with_constrained_sampling_trains_the_unconstrained_policy(tmp_path
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 
     config = GRPOConfig(output_dir=str(tmp_path / "grpo"), global_batch_size=2, group_size=2, max_steps=1,
-                        tracker="none", progress=False, val_every=0,
+                        tracking={"tracker": "none", "log_trajectories": 4}, progress=False, validation={"every": 0},
                         serving={"max_new_tokens": 10, "assistant_prefix": PREFIX, "stop": ['"'], "constrained": True},
-                        max_turns=2, log_trajectories=4, learning_rate=1e-2,
-                        unfinished_reward="sum",
+                        episode={"max_turns": 2, "unfinished_reward": "sum"}, learning_rate=1e-2,
                         env_wrappers=[{"name": "SystemPrompt", "kwargs": {"text": "Play.", "tools": False}},
                                       {"name": "WordleShaping", "kwargs": {"per_turn": True}}])
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)
@@ -200,9 +199,9 @@ def test_grpo_with_constrained_sampling_trains_the_unconstrained_policy(tmp_path
 
 @pytest.mark.parametrize("overrides, message", [
     ({"sampler": "openai"}, "needs the 'hf' sampler"),
-    ({"serving.stop": []}, "needs a `stop` string"),
-    ({"tis_cap": None}, "`tis_cap`"),
-    ({"old_logprobs": "sampler"}, "cannot use `old_logprobs: sampler`"),
+    ({"serving.stop": []}, "needs a `serving.stop` string"),
+    ({"objective.tis_cap": None}, "`objective.tis_cap`"),
+    ({"objective.old_logprobs": "sampler"}, "cannot use `objective.old_logprobs: sampler`"),
     ({"serving.constrained": "maybe"}, "must be true or false"),
 ])
 def test_constrained_grpo_settings_are_checked(overrides, message):
@@ -221,7 +220,7 @@ def test_constrained_training_needs_an_env_with_a_vocabulary(tmp_path, chatml_to
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 
     config = GRPOConfig(output_dir=str(tmp_path / "grpo"), env="mtrl/SOP-DangerousGoods-v0",
-                        serving={"constrained": True, "stop": ["</tool_call>"]}, max_steps=1, tracker="none",
-                        progress=False, val_every=0)
+                        serving={"constrained": True, "stop": ["</tool_call>"]}, max_steps=1,
+                        tracking={"tracker": "none"}, progress=False, validation={"every": 0})
     with pytest.raises(ConfigError, match="SOP-DangerousGoods-v0 declares no action vocabulary"):
         GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)

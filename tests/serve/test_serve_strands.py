@@ -47,8 +47,8 @@ def test_two_grpo_steps_of_the_strands_example_on_smollm2(tmp_path):
 
     argv = ["train", "--set", "source.name=agent", "--set", f"source.target={EXAMPLE}:run", "--model", "smollm2-135m", "--output-dir", str(tmp_path / "run"),
             "--max-steps", "2", "--global-batch-size", "1", "--group-size", "2", "--serving.max-new-tokens", "32",
-            "--lora-rank", "4", "--tracker", "none", "--val-every", "0", "--save-every", "0", "--no-progress",
-            "--train-size", "4", "--val-size", "1", "--episode-time-budget-s", "600"]
+            "--lora.rank", "4", "--tracking.tracker", "none", "--validation.every", "0", "--checkpoints.save-every", "0",
+            "--no-progress", "--train-size", "4", "--val-size", "1", "--episode.time-budget-s", "600"]
     assert main(argv) == 0
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]

@@ -112,11 +112,10 @@ def test_rows_reach_the_agent_in_the_service_shape_and_secrets_stay_out_of_the_p
 
 def _config(tmp_path, **overrides) -> GRPOConfig:
     values = {"output_dir": str(tmp_path / "run"), "global_batch_size": 2, "group_size": 4, "max_steps": 2,
-              "serving": {"max_new_tokens": 6}, "max_episode_tokens": 512, "lora_rank": 4, "lora_alpha": 8.0,
-              "learning_rate": 5e-2, "tracker": "none", "progress": False, "val_every": 0, "save_every": 0,
-              "log_trajectories": 2, "seed": 0}
-    values.update(overrides)
-    return GRPOConfig(**values)
+              "serving": {"max_new_tokens": 6}, "episode": {"max_tokens": 512}, "lora": {"rank": 4, "alpha": 8.0},
+              "learning_rate": 5e-2, "tracking": {"tracker": "none", "log_trajectories": 2}, "progress": False,
+              "validation": {"every": 0}, "checkpoints": {"save_every": 0}, "seed": 0}
+    return GRPOConfig.load(values, overrides)
 
 
 def test_grpo_steps_on_an_agents_sessions_update_the_adapter(tmp_path, agents_file, chatml_tokenizer):
@@ -154,8 +153,9 @@ def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokeni
     argv = ["train", "--set", "source.name=agent", "--set", f"source.target={EXAMPLES / 'agent_openai_sdk.py'}:run",
             "--model", str(model_dir),
             "--output-dir", str(tmp_path / "run"), "--max-steps", "2", "--global-batch-size", "2",
-            "--group-size", "2", "--serving.max-new-tokens", "8", "--lora-rank", "4",
-            "--val-every", "0", "--save-every", "0", "--no-progress", "--train-size", "8", "--val-size", "2"]
+            "--group-size", "2", "--serving.max-new-tokens", "8", "--lora.rank", "4",
+            "--validation.every", "0", "--checkpoints.save-every", "0", "--no-progress", "--train-size", "8",
+            "--val-size", "2"]
     assert main(argv) == 0
     assert list(cwd.iterdir()) == []
     import mlflow

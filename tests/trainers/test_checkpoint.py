@@ -15,11 +15,12 @@ from test_trainer import TASKS, VowelEnv, make_trainer, params, tiny_config  # n
 
 from mtrl_gym.error import ConfigError  # noqa: E402
 from mtrl_gym.trainers.grpo import checkpoint as ckpt  # noqa: E402
+from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 
 # dropout and two optimiser steps per batch make the RNG, the optimiser state and the
 # mini-batch order all matter for the next step
-RESUME_SETTINGS = dict(lora_dropout=0.1, updates_per_step=2, lr_schedule="cosine", warmup_steps=1)
+RESUME_SETTINGS = dict(lora={"dropout": 0.1}, updates_per_step=2, optimizer={"lr_schedule": "cosine", "warmup_steps": 1})
 
 
 def test_resumed_run_reproduces_the_uninterrupted_next_step_exactly(tmp_path, chatml_tokenizer):
@@ -78,18 +79,18 @@ def test_adapter_checkpoint_loads_with_peft(tmp_path, chatml_tokenizer):
 
 
 def test_full_finetune_checkpoint_round_trips(tmp_path, chatml_tokenizer):
-    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, full_finetune=True, learning_rate=1e-3)
+    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, lora={"full_finetune": True}, learning_rate=1e-3)
     trainer.train()
     path = ckpt.latest_checkpoint(tmp_path / "run")
     assert (path / "model" / "config.json").is_file() and (path / "model" / "tokenizer.json").is_file()
-    fresh = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, full_finetune=True, learning_rate=1e-3,
+    fresh = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, lora={"full_finetune": True}, learning_rate=1e-3,
                          resume=path)
     a, b = params(trainer.policy, lora=False), params(fresh.policy, lora=False)
     assert all(torch.equal(a[n], b[n]) for n in a)
 
 
 def test_pruning_keeps_the_newest_and_ignores_half_written_folders(tmp_path, chatml_tokenizer):
-    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=3, save_every=1, keep_checkpoints=2)
+    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=3, checkpoints={"save_every": 1, "keep": 2})
     trainer.train()
     root = tmp_path / "run" / "checkpoints"
     (root / ".step_000009.tmp-1").mkdir()  # a crash while saving
@@ -105,7 +106,7 @@ def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path, chatml_tokenizer
 def test_resume_with_other_lora_settings_is_a_clear_error(tmp_path, chatml_tokenizer):
     make_trainer(tmp_path, chatml_tokenizer, max_steps=1).train()
     with pytest.raises((ConfigError, RuntimeError), match="size mismatch|does not fit"):
-        make_trainer(tmp_path, chatml_tokenizer, lora_rank=8, resume=tmp_path / "run")
+        make_trainer(tmp_path, chatml_tokenizer, lora={"rank": 8}, resume=tmp_path / "run")
 
 
 def test_cli_trains_and_resumes_a_local_model(tmp_path, chatml_tokenizer, capsys):
@@ -118,12 +119,13 @@ def test_cli_trains_and_resumes_a_local_model(tmp_path, chatml_tokenizer, capsys
     write_tasks([{"prompt": "p", "answer": w, "id": w} for w in ("paste", "crane", "slate", "riser")],
                 tmp_path / "train.jsonl")
     common = ["train", "--model", str(model_dir), "--output-dir", str(tmp_path / "run"), "--train-tasks",
-              str(tmp_path / "train.jsonl"), "--val-tasks", str(tmp_path / "train.jsonl"), "--val-every", "0",
-              "--tracker", "none", "--no-progress", "--global-batch-size", "2", "--group-size", "2",
-              "--max-turns", "1", "--serving.max-new-tokens", "4", "--set", "lora_rank=4"]
+              str(tmp_path / "train.jsonl"), "--val-tasks", str(tmp_path / "train.jsonl"), "--validation.every", "0",
+              "--tracking.tracker", "none", "--no-progress", "--global-batch-size", "2", "--group-size", "2",
+              "--episode.max-turns", "1", "--serving.max-new-tokens", "4", "--set", "lora.rank=4"]
     assert main(common + ["--max-steps", "1"]) == 0
     saved = (tmp_path / "run" / "config.yaml").read_text()
-    assert "lora_rank: 4" in saved and "max_new_tokens: 4" in saved
+    assert "lora:\n  full_finetune: false\n  rank: 4\n" in saved and "max_new_tokens: 4" in saved
+    assert GRPOConfig.load(tmp_path / "run" / "config.yaml").lora.rank == 4  # the saved config loads back
     assert "max_new_tokens: 4" in (tmp_path / "run" / "serving.yaml").read_text()  # what eval --adapter reads
     assert main(["train", "--resume", str(tmp_path / "run"), "--max-steps", "2", "--no-progress"]) == 0
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

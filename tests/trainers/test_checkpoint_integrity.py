@@ -20,7 +20,7 @@ from mtrl_gym.trainers.grpo import checkpoint as ckpt  # noqa: E402
 
 @pytest.fixture
 def two_checkpoints(tmp_path, chatml_tokenizer):
-    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, save_every=1)
+    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, checkpoints={"save_every": 1})
     trainer.train()
     return tmp_path / "run"
 
@@ -126,13 +126,13 @@ def test_a_fallback_resume_trims_mlflow_with_metrics_jsonl(tmp_path, chatml_toke
     metrics.jsonl and in the MLflow run the resumed run logs to (the issue found two MLflow records)."""
     mlflow = pytest.importorskip("mlflow")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    first = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, save_every=1, tracker="mlflow", tracking_uri=uri,
-                         experiment="trim")
+    first = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, checkpoints={"save_every": 1},
+                         tracking={"tracker": "mlflow", "uri": uri, "experiment": "trim"})
     old_id = first.train()["tracker_run_id"]
     _truncate(tmp_path / "run" / "checkpoints" / "step_000002" / ckpt.STATE_FILE)
     with pytest.warns(RuntimeWarning, match="falling back"):
-        resumed = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, save_every=1, tracker="mlflow",
-                               tracking_uri=uri, experiment="trim", resume=tmp_path / "run")
+        resumed = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, checkpoints={"save_every": 1},
+                               tracking={"tracker": "mlflow", "uri": uri, "experiment": "trim"}, resume=tmp_path / "run")
     assert resumed.step == 1
     summary = resumed.train()
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -141,7 +141,7 @@ def test_a_fallback_resume_trims_mlflow_with_metrics_jsonl(tmp_path, chatml_toke
     run = client.get_run(summary["tracker_run_id"])
     assert [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")] == [1, 2]
     assert [m.step for m in client.get_metric_history(run.info.run_id, "rollout/reward_mean")] == [1, 2]
-    assert run.info.status == "FINISHED" and run.data.params["lora_rank"] == "4"
+    assert run.info.status == "FINISHED" and run.data.params["lora.rank"] == "4"
     assert run.data.tags["mtrl_gym.resumed_from"] == old_id and run.info.run_name == client.get_run(old_id).info.run_name
     assert {"config.yaml", "summary.json", "trajectories"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
     old = client.get_run(old_id)
@@ -153,9 +153,11 @@ def test_a_fallback_resume_trims_mlflow_with_metrics_jsonl(tmp_path, chatml_toke
 def test_a_resume_with_nothing_beyond_the_checkpoint_keeps_the_mlflow_run(tmp_path, chatml_tokenizer):
     mlflow = pytest.importorskip("mlflow")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    first = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, save_every=1, tracker="mlflow", tracking_uri=uri)
+    first = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, checkpoints={"save_every": 1},
+                         tracking={"tracker": "mlflow", "uri": uri})
     run_id = first.train()["tracker_run_id"]
-    again = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, save_every=1, tracker="mlflow", tracking_uri=uri,
+    again = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, checkpoints={"save_every": 1},
+                         tracking={"tracker": "mlflow", "uri": uri},
                          resume=tmp_path / "run")
     assert again.train()["tracker_run_id"] == run_id
     client = mlflow.MlflowClient(tracking_uri=uri)

@@ -152,8 +152,8 @@ def test_sft_loss_equals_token_cross_entropy_over_assistant_tokens(chatml_tokeni
 def test_sft_loss_decreases_on_a_tiny_model_and_resumes(tmp_path, chatml_tokenizer):
     demos = _wordle_demos(chatml_tokenizer, n=4)
     config = SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=30, learning_rate=2e-2,
-                       lora_rank=4, lora_alpha=8, tracker="none", progress=False, warmup_steps=0,
-                       lr_schedule="constant", save_every=0)
+                       lora={"rank": 4, "alpha": 8}, tracking={"tracker": "none"}, progress=False,
+                       optimizer={"warmup_steps": 0, "lr_schedule": "constant"}, checkpoints={"save_every": 0})
     trainer = SFTTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                          demos=demos)
     summary = trainer.train()
@@ -174,16 +174,17 @@ def test_sft_resume_takes_the_saved_settings_and_a_mismatch_is_a_clear_error(tmp
     from mtrl_gym.cli.sft import resolve_config
 
     demos = _wordle_demos(chatml_tokenizer, n=2)
-    config = SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=2, lora_rank=4, lora_alpha=8,
-                       lora_layers=1, tracker="none", progress=False, save_every=0)
+    config = SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=2,
+                       lora={"rank": 4, "alpha": 8, "layers": 1}, tracking={"tracker": "none"}, progress=False,
+                       checkpoints={"save_every": 0})
     SFTTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                demos=demos).train()
     run = str(tmp_path / "sft")
     args = argparse.Namespace(demos=["d.jsonl"], out=None, max_steps=4, max_minutes=None, config=None,
                               resume=run, overrides=[])
     resumed = resolve_config(args)  # `mtrl-gym sft --demos d.jsonl --resume RUN --max-steps 4`
-    assert (resumed.lora_rank, resumed.lora_layers, resumed.output_dir, resumed.max_steps) == (4, 1, run, 4)
-    wrong = dataclasses.replace(resumed, lora_rank=8, lora_alpha=16, lora_layers=None)  # not the checkpoint's
+    assert (resumed.lora.rank, resumed.lora.layers, resumed.output_dir, resumed.max_steps) == (4, 1, run, 4)
+    wrong = dataclasses.replace(resumed, lora=dataclasses.replace(resumed.lora, rank=8, alpha=16, layers=None))
     with pytest.raises(ConfigError, match="does not fit this run's model and LoRA set-up"):
         SFTTrainer(wrong, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                    demos=demos, resume=run)
@@ -205,8 +206,8 @@ def test_sop_demonstrations_train_a_tiny_model_one_step(tmp_path, chatml_tokeniz
     assert demos[0].trainable_tokens > 0 and not demos[0].failed
     assert demos[0].messages[2]["content"].startswith("<tool_call>")  # the reference procedure's call
     model = build_tiny_llama(len(chatml_tokenizer), seed=0, max_positions=200_000)
-    sft = SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=1, max_steps=1, lora_rank=4, lora_alpha=8,
-                    tracker="none", progress=False, micro_batch_tokens=200_000)
+    sft = SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=1, max_steps=1, lora={"rank": 4, "alpha": 8},
+                    tracking={"tracker": "none"}, progress=False, micro_batch_tokens=200_000)
     trainer = SFTTrainer(sft, model=model, tokenizer=chatml_tokenizer, demos=demos)
     before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters() if "lora_B" in n}
     trainer.train()
@@ -222,14 +223,17 @@ def test_grpo_starts_from_the_sft_adapter(tmp_path, chatml_tokenizer):
     from mtrl_gym.trainers.grpo.trainer import GRPOTrainer, load_init_adapter
 
     demos = _wordle_demos(chatml_tokenizer, n=2)
-    sft = SFTTrainer(SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=2, lora_rank=4,
-                               lora_alpha=8, tracker="none", progress=False, learning_rate=1e-2),
+    sft = SFTTrainer(SFTConfig(output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=2,
+                               lora={"rank": 4, "alpha": 8}, tracking={"tracker": "none"}, progress=False,
+                               learning_rate=1e-2),
                      model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer, demos=demos)
     adapter = sft.train()["adapter"]
     sft_weights = {n: p.detach().clone() for n, p in sft.policy.named_parameters() if "lora_" in n}
     config = GRPOConfig(output_dir=str(tmp_path / "grpo"), init_adapter=adapter, global_batch_size=1, group_size=2,
-                        max_steps=1, tracker="none", progress=False, val_every=0, kl_coef=0.1,
-                        serving={"max_new_tokens": 3, "assistant_prefix": PREFIX, "stop": ['"']}, max_turns=1)
+                        max_steps=1, tracking={"tracker": "none"}, progress=False, validation={"every": 0},
+                        objective={"kl_coef": 0.1},
+                        serving={"max_new_tokens": 3, "assistant_prefix": PREFIX, "stop": ['"']},
+                        episode={"max_turns": 1})
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)
     loaded = {n: p for n, p in trainer.policy.named_parameters() if "lora_" in n}
     assert loaded.keys() == sft_weights.keys()
@@ -293,7 +297,7 @@ def test_an_sft_adapter_is_evaluated_in_the_format_its_demonstrations_were_made_
                         max_turns=1)
     path = write_demos(make_demos(config, chatml_tokenizer), tmp_path / "demos.jsonl", config)
     sft = SFTTrainer(SFTConfig(demos=[str(path)], output_dir=str(tmp_path / "sft"), batch_size=2, max_steps=1,
-                               lora_rank=4, lora_alpha=8, tracker="none", progress=False),
+                               lora={"rank": 4, "alpha": 8}, tracking={"tracker": "none"}, progress=False),
                      model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)
     adapter = sft.train()["adapter"]
     saved = load_serving(tmp_path / "sft")

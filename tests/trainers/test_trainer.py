@@ -31,11 +31,12 @@ TASKS = [{"id": f"t{i}", "turns": 1, "letters": "aeiou"[: 1 + i % 5]} for i in r
 
 
 def tiny_config(tmp_path, **overrides) -> GRPOConfig:
+    """The tiny run's config; ``overrides`` as fields (a group's mapping changes only the fields it names)."""
     values = dict(output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=4, max_steps=2,
-                  serving={"max_new_tokens": 6}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
-                  tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=2, seed=0)
-    values.update(overrides)
-    return GRPOConfig(**values)
+                  serving={"max_new_tokens": 6}, episode={"max_tokens": 256}, lora={"rank": 4, "alpha": 8.0},
+                  learning_rate=5e-2, tracking={"tracker": "none", "log_trajectories": 2}, progress=False,
+                  validation={"every": 0}, checkpoints={"save_every": 0}, seed=0)
+    return GRPOConfig.load(values, overrides)
 
 
 def make_trainer(tmp_path, tokenizer, *, sampler=None, model=None, resume=None, **overrides) -> GRPOTrainer:
@@ -138,28 +139,28 @@ def test_zero_variance_groups_are_counted_and_skipped(tmp_path, chatml_tokenizer
 
 
 @pytest.mark.parametrize("overrides", [
-    {"loss": "cispo", "aggregation": "seq_mean_token_mean"},
-    {"loss": "gspo", "advantage": "rloo", "kl_coef": 0.1},
-    {"advantage": "group_based_per_turn", "updates_per_step": 2, "old_logprobs": "recompute",
+    {"objective": {"loss": "cispo", "aggregation": "seq_mean_token_mean"}},
+    {"objective": {"loss": "gspo", "advantage": "rloo", "kl_coef": 0.1}},
+    {"objective": {"advantage": "group_based_per_turn", "old_logprobs": "recompute"}, "updates_per_step": 2,
      "autocast_dtype": "bfloat16"},
-    {"loss": "importance_sampling", "aggregation": "token_sum_norm", "packing": "padding_free",
-     "updates_per_step": 2, "old_logprobs": "sampler"},
+    {"objective": {"loss": "importance_sampling", "aggregation": "token_sum_norm", "old_logprobs": "sampler"},
+     "packing": "padding_free", "updates_per_step": 2},
 ])
 def test_losses_estimators_and_layouts_train(tmp_path, chatml_tokenizer, overrides):
     tasks = [{"id": f"t{i}", "turns": 2} for i in range(4)]
-    config = tiny_config(tmp_path, max_turns=2, **overrides)
+    config = tiny_config(tmp_path, episode={"max_turns": 2}, **overrides)
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer)), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=tasks, val_tasks=None)
     lora = params(trainer.policy, lora=True)
     m = trainer.train_step()
     assert math.isfinite(m["train/loss"]) and m["train/optimizer_steps"] == overrides.get("updates_per_step", 1)
     assert any(not torch.equal(v, params(trainer.policy, lora=True)[n]) for n, v in lora.items())
-    if overrides.get("kl_coef"):
+    if overrides["objective"].get("kl_coef"):
         assert m["train/kl_ref"] == pytest.approx(0.0, abs=1e-6)  # B = 0 before the first update: no KL yet
 
 
 def test_full_finetune_changes_base_weights(tmp_path, chatml_tokenizer):
-    trainer = make_trainer(tmp_path, chatml_tokenizer, full_finetune=True, learning_rate=1e-3)
+    trainer = make_trainer(tmp_path, chatml_tokenizer, lora={"full_finetune": True}, learning_rate=1e-3)
     before = params(trainer.policy, lora=False)
     trainer.train_step()
     after = params(trainer.policy, lora=False)
@@ -245,7 +246,8 @@ def test_trainer_log_probs_equal_the_samplers(chatml_tokenizer):
 
 
 def test_train_runs_validates_checkpoints_and_summarises(tmp_path, chatml_tokenizer):
-    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, val_every=1, save_every=1, keep_checkpoints=1)
+    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=2, validation={"every": 1},
+                           checkpoints={"save_every": 1, "keep": 1})
     summary = trainer.train()
     run = tmp_path / "run"
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -296,14 +298,15 @@ def test_mlflow_tracker_logs_to_a_local_store_offline(tmp_path, chatml_tokenizer
     pytest.importorskip("mlflow")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=1, tracker="mlflow", experiment="test-exp")
+    trainer = make_trainer(tmp_path, chatml_tokenizer, max_steps=1,
+                           tracking={"tracker": "mlflow", "experiment": "test-exp"})
     summary = trainer.train()
     import mlflow
 
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlruns").exists()  # all in the run folder
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'run' / 'mlflow.db'}")
     run = client.get_run(summary["tracker_run_id"])
-    assert run.info.status == "FINISHED" and run.data.params["lora_rank"] == "4"
+    assert run.info.status == "FINISHED" and run.data.params["lora.rank"] == "4"
     assert "rollout/reward_mean" in run.data.metrics and "train/loss" in run.data.metrics
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.yaml", "summary.json", "trajectories"} <= artifacts
@@ -313,8 +316,8 @@ def test_mlflow_tracker_logs_to_a_local_store_offline(tmp_path, chatml_tokenizer
 def test_cpu_preset_trains_the_embedded_model_on_wordle(tmp_path):
     """One small step of the CPU preset on the real SmolLM2-135M-Instruct and Wordle-v0."""
     config = GRPOConfig.load("cpu", overrides=[
-        f"output_dir={tmp_path / 'run'}", "global_batch_size=1", "group_size=2", "max_steps=1", "max_turns=1",
-        "serving.max_new_tokens=16", "val_every=0", "tracker=none", "progress=false", "lora_rank=4",
+        f"output_dir={tmp_path / 'run'}", "global_batch_size=1", "group_size=2", "max_steps=1", "episode.max_turns=1",
+        "serving.max_new_tokens=16", "validation.every=0", "tracking.tracker=none", "progress=false", "lora.rank=4",
         # fp32 training pass: with `auto`, a CPU with native bf16 trains in bf16 while the sampler
         # runs fp32, and the log-prob check below measures that precision gap, not shared weights.
         "autocast_dtype=none"])

@@ -28,9 +28,9 @@ def _trainer(tmp_path, tiny_dir, sampler) -> GRPOTrainer:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     config = GRPOConfig(output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=4, max_steps=3,
-                        serving={"max_new_tokens": 8}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0,
-                        learning_rate=0.2, tracker="none", progress=False, val_every=0, save_every=0,
-                        log_trajectories=0, seed=0, sampler="vllm")
+                        serving={"max_new_tokens": 8}, episode={"max_tokens": 256}, lora={"rank": 4, "alpha": 8.0},
+                        learning_rate=0.2, tracking={"tracker": "none", "log_trajectories": 0}, progress=False,
+                        validation={"every": 0}, checkpoints={"save_every": 0}, seed=0, sampler="vllm")
     model = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()
     return GRPOTrainer(config, model=model, tokenizer=AutoTokenizer.from_pretrained(tiny_dir), sampler=sampler,
                        env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:1])

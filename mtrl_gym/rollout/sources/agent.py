@@ -390,7 +390,9 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
     if config.serving.assistant_prefix:
         raise ConfigError("`assistant_prefix` cannot be used with the agent source: the agent writes its own turns "
                           "(drop the prefill, or a preset that sets it such as 'cpu')")
-    ignored = [name for name in ("env_wrappers", "val_env_wrappers", "max_turns") if getattr(config, name)]
+    given = {"env_wrappers": config.env_wrappers, "validation.env_wrappers": config.validation.env_wrappers,
+             "episode.max_turns": config.episode.max_turns}
+    ignored = [name for name, value in given.items() if value]
     if ignored and not validation:
         warnings.warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used with `agent`: the "
                       "agent runs its own env, turns and reward", stacklevel=5)
@@ -405,9 +407,9 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
                              fix="failed agent episodes get it: use an env with a finite reward_range")
     finally:
         probe.close()
-    budget = config.episode_time_budget_s or DEFAULT_AGENT_TIME_BUDGET_S
+    budget = config.episode.time_budget_s or DEFAULT_AGENT_TIME_BUDGET_S
     limit = getattr(sampler, "max_context_length", None)
-    context = min(config.max_episode_tokens, limit) if limit else config.max_episode_tokens
+    context = min(config.episode.max_tokens, limit) if limit else config.episode.max_tokens
     return AgentRolloutSource(options.target, sampler, tokenizer, AgentSourceConfig(
         group_size=rc.group_size, sampling=rc.sampling, time_budget_s=budget, failure_reward=low,
         segments=options.segments, max_context_tokens=context, model_name=config.model,

@@ -64,15 +64,14 @@ def rollout_config(config: Any, *, validation: bool = False, constraint: Any = N
     (``constraint``: the :class:`~mtrl_gym.rollout.constraint.CompletionConstraint` of every turn)."""
     from mtrl_gym.rollout.engine import RolloutConfig
 
-    serving = config.serving
-    sampling = serving.sampling(constraint=constraint, **({"temperature": config.val_temperature, "top_p": 1.0,
-                                                           "top_k": 0} if validation else {}))
-    return RolloutConfig(group_size=config.val_group_size if validation else config.group_size,
-                         sampling=sampling, max_turns=config.max_turns,
-                         max_episode_tokens=config.max_episode_tokens,
-                         time_budget_s=config.episode_time_budget_s, seed=config.seed, reply_mode=config.reply_mode,
-                         env_kwargs=dict(config.env_kwargs), env_workers=config.env_workers,
-                         unfinished_reward=unfinished_reward_value(config.unfinished_reward),
+    serving, episode = config.serving, config.episode
+    sampling = serving.sampling(constraint=constraint, **({"temperature": config.validation.temperature,
+                                                           "top_p": 1.0, "top_k": 0} if validation else {}))
+    return RolloutConfig(group_size=config.validation.group_size if validation else config.group_size,
+                         sampling=sampling, max_turns=episode.max_turns, max_episode_tokens=episode.max_tokens,
+                         time_budget_s=episode.time_budget_s, seed=config.seed, reply_mode=episode.reply_mode,
+                         env_kwargs=dict(config.env_kwargs), env_workers=episode.env_workers,
+                         unfinished_reward=unfinished_reward_value(episode.unfinished_reward),
                          assistant_prefix=serving.assistant_prefix)
 
 
@@ -91,7 +90,7 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
     if env is None and is_multiagent(config.env):
         raise ConfigError(f"{config.env!r} is a multi-agent env: its games are played by the 'selfplay' source "
                           "(source: {name: selfplay}, optionally with seats: {player_1: solver})")
-    specs = config.val_env_wrappers if validation else config.env_wrappers
+    specs = config.validation.env_wrappers if validation else config.env_wrappers
     prompt = config.serving.prompt_wrapper()  # a system prompt or hidden tool schemas: outermost but the stats
     wrappers = build_wrappers(specs) + ([prompt] if prompt is not None else []) + ([EpisodeStats] if validation else [])
     source = env if env is not None else config.env

@@ -331,7 +331,7 @@ def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler
 
     if config.serving.constrained:
         raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")
-    specs = config.val_env_wrappers if validation else config.env_wrappers
+    specs = config.validation.env_wrappers if validation else config.env_wrappers
     return MultiAgentRolloutEngine(env if env is not None else config.env, sampler, tokenizer,
                                    rollout_config(config, validation=validation), seats=dict(options.seats),
                                    wrappers=build_wrappers(specs))

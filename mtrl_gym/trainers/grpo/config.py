@@ -1,11 +1,20 @@
 """The GRPO trainer's configuration: one dataclass, loadable from YAML/TOML, overridable.
 
-:class:`GRPOConfig` holds every setting of a training run; how its policy is prompted and
-sampled is its nested ``serving`` group (:class:`~mtrl_gym.rollout.serving.ServingSettings`).
+:class:`GRPOConfig` holds every setting of a training run. The knobs most runs touch (the
+env, the model, the batch, the step limit, the learning rate) are its top-level fields; the
+rest live in nested setting groups, one class each: ``episode`` (:class:`EpisodeSettings`),
+``lora``, ``optimizer``, ``tracking`` and ``checkpoints`` (shared with SFT:
+:mod:`mtrl_gym.trainers.settings`), ``serving`` (how the policy is prompted and sampled:
+:class:`~mtrl_gym.rollout.serving.ServingSettings`), ``objective`` (:class:`ObjectiveSettings`),
+``collapse`` (:class:`CollapseGuards`) and ``validation`` (:class:`ValidationSettings`). A group
+is a mapping in YAML (``lora: {rank: 8}``), a dotted key elsewhere (``--set lora.rank=8``,
+``--lora.rank 8``); a mapping sets only the fields it names.
+
 Each field's docstring (the string under it) is its only documentation: ``mtrl-gym train
---help`` and ``docs/training.md`` show it from there (``GRPOConfig.field_docs()``).
-``__post_init__`` validates every value and says what was wrong and how to fix it; loading
-and saving are the project's one config base (:class:`mtrl_gym.config_base.ConfigBase`).
+--help`` and ``docs/training.md`` show it from there (``GRPOConfig.field_docs()``). A group's
+``__post_init__`` validates its own values and ``GRPOConfig.__post_init__`` the ones that
+involve several groups, saying what was wrong and how to fix it; loading and saving are the
+project's one config base (:class:`mtrl_gym.config_base.ConfigBase`).
 
 Sources, later ones win: the defaults, a preset (``presets/<name>.yaml`` next to this
 module: ``GRPOConfig.preset_names()``), a YAML or TOML file, and ``key=value`` overrides::
@@ -13,9 +22,9 @@ module: ``GRPOConfig.preset_names()``), a YAML or TOML file, and ``key=value`` o
     cfg = GRPOConfig.load("cpu", "my_run.yaml", overrides=["learning_rate=1e-4", "serving.max_new_tokens=8"])
     cfg.save("runs/x/config.yaml")       # the resolved config is saved with every run
 
->>> cfg = GRPOConfig(global_batch_size=4, group_size=2, max_steps=3)
->>> cfg.rollouts_per_step
-8
+>>> cfg = GRPOConfig(global_batch_size=4, group_size=2, max_steps=3, lora={"rank": 8})
+>>> cfg.rollouts_per_step, cfg.lora.rank, cfg.lora.alpha
+(8, 8, 64.0)
 >>> GRPOConfig.from_dict({"learning_rate": "1e-4"}).learning_rate
 0.0001
 """
@@ -23,9 +32,8 @@ module: ``GRPOConfig.preset_names()``), a YAML or TOML file, and ``key=value`` o
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,17 +44,181 @@ from mtrl_gym.rollout.samplers.factory import SAMPLERS
 from mtrl_gym.rollout.serving import ServingSettings
 from mtrl_gym.rollout.sources.local import unfinished_reward_value
 from mtrl_gym.rollout.traces import TraceConfig
+from mtrl_gym.trainers.settings import (
+    LR_SCHEDULES,
+    TRACKERS,
+    CheckpointSettings,
+    LoRASettings,
+    OptimizerSettings,
+    TrackingSettings,
+    at_least,
+    one_of,
+    optional_at_least,
+    positive_or_none,
+)
 
-__all__ = ["GRPOConfig", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES", "TRACKERS"]
+__all__ = ["GRPOConfig", "EpisodeSettings", "ObjectiveSettings", "CollapseGuards", "ValidationSettings",
+           "GRPOTrackingSettings", "PACKING_MODES", "AUTOCAST_DTYPES", "OLD_LOGPROB_MODES", "LR_SCHEDULES",
+           "TRACKERS"]
 
 #: The bundled presets (``<name>.yaml``).
 PRESET_DIR = Path(__file__).with_name("presets")
 PACKING_MODES = ("auto", "shared_prefix", "padding_free", "sorted")
 OLD_LOGPROB_MODES = ("auto", "recompute", "sampler")
-LR_SCHEDULES = ("constant", "cosine", "linear")
-TRACKERS = ("mlflow", "none")
 _DTYPES = ("float32", "bfloat16", "float16")
 AUTOCAST_DTYPES = ("auto", "bfloat16", "float16")
+
+
+@dataclass
+class EpisodeSettings(ConfigBase):
+    """How one training episode is played: its limits, how env replies reach the model, and the
+    reward of an episode cut short."""
+
+    max_turns: int | None = None
+    """Most assistant turns per episode; None lets the environment end the episode."""
+    max_tokens: int = 4096
+    """Token budget of one episode's context (prompt, all turns, env replies). It is also the
+    constant ``token_sum_norm`` divides by."""
+    reply_mode: str = "auto"
+    """How env replies become chat messages: ``auto``, ``tool`` or ``user``."""
+    env_workers: int = 0
+    """Threads for env ``reset``/``step`` (0: the calling thread); for envs that wait on I/O."""
+    time_budget_s: float | None = None
+    """Wall-clock seconds one episode may take; over it the episode fails (minimum reward)."""
+    unfinished_reward: str = "min"
+    """Reward of an episode cut before the env gave its outcome (``max_turns``, token budget):
+    ``min`` (the env's minimum reward: stalling never beats losing), ``sum`` (its turn
+    rewards) or a number such as ``-0.5``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        optional_at_least(self, "max_turns", 1)
+        at_least(self, "max_tokens", 2)
+        one_of(self, "reply_mode", ("auto", "tool", "user"))
+        at_least(self, "env_workers", 0)
+        positive_or_none(self, "time_budget_s")
+        unfinished_reward_value(self.unfinished_reward)
+
+
+@dataclass
+class ObjectiveSettings(ConfigBase):
+    """What the update optimises: the advantage estimator, the policy loss and its terms, and
+    which rollouts it trains on."""
+
+    loss: str = "ppo"
+    """Policy loss: ``ppo``, ``cispo``, ``importance_sampling`` or ``gspo``
+    (``mtrl_gym.trainers.grpo.losses``)."""
+    loss_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Options of the loss, e.g. ``{"ratio_high": 1.28}`` or ``{"dual_clip": 3.0}``."""
+    aggregation: str = "token_mean"
+    """How token losses are reduced: ``token_mean``, ``seq_mean_token_mean`` or
+    ``token_sum_norm``."""
+    advantage: str = "group_based"
+    """Advantage estimator: ``group_based``, ``group_based_per_turn``, ``rloo`` or
+    ``grpo_passk`` (``mtrl_gym.trainers.grpo.advantages``)."""
+    advantage_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Options of the estimator, e.g. ``{"normalize_std": false}`` or ``{"k": 4}``."""
+    kl_coef: float = 0.0
+    """Weight of a k3 KL penalty to the reference policy: the base model (adapter disabled),
+    or the ``init_adapter`` policy when there is one; 0 skips the extra forward pass."""
+    old_logprobs: str = "auto"
+    """Old-policy log-probs for mini-batches after the first: ``recompute`` (a no-grad
+    forward before updating), ``sampler`` (the sampling log-probs: right when the sampler
+    shares the trainer's weights and numerics) or ``auto`` (``sampler`` for ``hf`` without
+    autocast, dropout, stale async batches or ``constrained`` sampling, else ``recompute``). Unused when ``updates_per_step == 1``."""
+    tis_cap: float | None = 2.0
+    """Truncated importance sampling: weight tokens by ``min(pi_old / pi_sampler, tis_cap)``
+    to correct for sampler/trainer mismatch (vLLM kernels, bf16). None disables it."""
+    drop_zero_variance_groups: bool = True
+    """Skip groups whose rewards are all equal (zero advantage) in the update: saves compute.
+    They are counted and logged either way."""
+    train_on_failed: bool = True
+    """Train on the sampled tokens of failed rollouts (they get the minimum reward). False
+    keeps them in the advantage baseline but gives them no loss."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.kl_coef >= 0 and math.isfinite(self.kl_coef)):
+            raise ConfigError(f"`kl_coef` must be a finite number >= 0, got {self.kl_coef!r}")
+        if self.tis_cap is not None and not self.tis_cap >= 1.0:
+            raise ConfigError(f"`tis_cap` must be >= 1 or None (off), got {self.tis_cap!r}")
+        one_of(self, "old_logprobs", OLD_LOGPROB_MODES)
+        _check_maths_names(self)
+
+
+@dataclass
+class CollapseGuards(ConfigBase):
+    """Guards against a policy collapsing onto one action: reward penalties for actions repeated
+    within a group or dominating the batch (``mtrl_gym.trainers.grpo.diversity``), and a warning."""
+
+    repeat_penalty: float = 0.0
+    """Subtract ``repeat_penalty * mean over turns of (other rollouts of the group that played
+    the same action) / (group_size - 1)`` from each episode's reward before the advantages; 0: off."""
+    dominance_penalty: float = 0.0
+    """Subtract ``dominance_penalty * mean over turns of max(0, share of the batch's actions equal
+    to this one - dominance_threshold) / (1 - dominance_threshold)``; 0: off."""
+    dominance_threshold: float = 0.1
+    """Batch share above which an action pays the dominance penalty."""
+    warning_share: float = 0.3
+    """Print a warning when one action is more than this share of a step's sampled actions."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("repeat_penalty", "dominance_penalty"):
+            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
+                raise ConfigError(f"`{name}` must be a finite number >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.dominance_threshold < 1.0:
+            raise ConfigError(f"`dominance_threshold` must be in [0, 1), got {self.dominance_threshold!r}")
+        if not 0.0 < self.warning_share <= 1.0:
+            raise ConfigError(f"`warning_share` must be in (0, 1], got {self.warning_share!r}")
+
+
+@dataclass
+class ValidationSettings(ConfigBase):
+    """The held-out check during training: how often, on how many validation tasks (``val_tasks``),
+    how they are sampled and which wrappers their envs get."""
+
+    every: int = 10
+    """Validate every N steps (and before the first and after the last); 0 disables."""
+    max_tasks: int | None = None
+    """Validate on at most this many validation tasks (the first ones)."""
+    group_size: int = 1
+    """Rollouts per validation task (pass@k uses them)."""
+    temperature: float = 0.0
+    """Sampling temperature of validation; 0 is greedy."""
+    env_wrappers: list[dict[str, Any]] = field(default_factory=list)
+    """Wrappers of the validation envs (same format as ``env_wrappers``). Empty by default, so
+    validation scores the bare environment's outcome reward, not shaping or curricula."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least(self, "every", 0)
+        optional_at_least(self, "max_tasks", 1)
+        at_least(self, "group_size", 1)
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
+            raise ConfigError(f"`temperature` must be a finite number >= 0, got {self.temperature!r}")
+        if self.group_size > 1 and self.temperature == 0:
+            raise ConfigError(f"`validation.group_size` is {self.group_size} but `validation.temperature` is 0: "
+                              "greedy rollouts of a task are identical, so pass@k would equal pass@1; set "
+                              "validation.temperature > 0 (e.g. 1.0) or validation.group_size = 1")
+        self.env_wrappers = [wrapper_spec("env_wrappers", i, w) for i, w in enumerate(self.env_wrappers)]
+
+
+@dataclass
+class GRPOTrackingSettings(TrackingSettings):
+    """Where a run's metrics and sampled episodes go besides its run folder's ``metrics.jsonl``
+    (always written)."""
+
+    log_trajectories: int = 4
+    """Trajectories per step saved (run folder and tracker artifacts); 0 saves none."""
+    traces: TraceConfig = field(default_factory=TraceConfig)
+    """Episodes sent to the tracker as MLflow traces: ``per_step`` (per step and per
+    validation, default 4; 0: none) and ``max_chars`` (text kept per span), e.g.
+    ``--tracking.traces '{"per_step": 8}'``. See docs/training.md, "Episodes as traces"."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        at_least(self, "log_trajectories", 0)
 
 
 @dataclass
@@ -60,13 +232,15 @@ class GRPOConfig(ConfigBase):
 
     # ------------------------------------------------------------------ run
     output_dir: str = "runs/grpo"
-    """Run folder: resolved config, checkpoints, metrics.jsonl, trajectories, summary."""
+    """Run folder. It holds the resolved config, checkpoints, metrics.jsonl, trajectories and the summary."""
     run_name: str | None = None
     """Name of the run in the tracker; default: the output folder's name."""
     seed: int = 0
     """Seeds model set-up, task order, rollouts and dropout; same seed, same run (on CPU)."""
+    progress: bool = True
+    """Show progress bars in the terminal."""
 
-    # ------------------------------------------------------------------ environment and tasks
+    # ------------------------------------------------------------------ environment, tasks, episodes
     env: str = "mtrl/Wordle-v0"
     """Registered environment id (``mtrl-gym envs`` lists them)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -74,10 +248,8 @@ class GRPOConfig(ConfigBase):
     env_wrappers: list[dict[str, Any]] = field(default_factory=list)
     """Wrappers applied to every training env, in order: ``[{"name": "WordleShaping",
     "kwargs": {...}}]``. A name is looked up in ``mtrl_gym.wrappers``, then
-    ``gymnasium.wrappers``; ``"package.module:Class"`` imports any class."""
-    val_env_wrappers: list[dict[str, Any]] = field(default_factory=list)
-    """Wrappers of the validation envs (same format). Empty by default, so validation
-    scores the bare environment's outcome reward, not shaping or curricula."""
+    ``gymnasium.wrappers``; ``"package.module:Class"`` imports any class. The validation envs
+    get ``validation.env_wrappers`` instead."""
     train_tasks: str | None = None
     """Training task file (JSONL, JSON, CSV or Parquet; see ``mtrl_gym.datasets``). None: the
     env's named ``train`` split when its profile has one (``mtrl_gym.envs.profile_of``), else
@@ -90,23 +262,12 @@ class GRPOConfig(ConfigBase):
     """Validation tasks of the generated split (when ``val_tasks`` is None)."""
     split_seed: int = 42
     """Seed of the generated split."""
-    max_turns: int | None = None
-    """Most assistant turns per episode; None lets the environment end the episode."""
-    max_episode_tokens: int = 4096
-    """Token budget of one episode's context (prompt, all turns, env replies). It is also the
-    constant ``token_sum_norm`` divides by."""
-    reply_mode: str = "auto"
-    """How env replies become chat messages: ``auto``, ``tool`` or ``user``."""
-    env_workers: int = 0
-    """Threads for env ``reset``/``step`` (0: the calling thread); for envs that wait on I/O."""
-    episode_time_budget_s: float | None = None
-    """Wall-clock seconds one episode may take; over it the episode fails (minimum reward)."""
-    unfinished_reward: str = "min"
-    """Reward of an episode cut before the env gave its outcome (``max_turns``, token budget):
-    ``min`` (the env's minimum reward: stalling never beats losing), ``sum`` (its turn
-    rewards) or a number such as ``-0.5``."""
+    episode: EpisodeSettings = field(default_factory=EpisodeSettings)
+    """How one episode is played: ``max_turns``, its token budget (``max_tokens``), how env
+    replies become messages, env worker threads, a time budget and the reward of an
+    unfinished episode."""
 
-    # ------------------------------------------------------------------ model
+    # ------------------------------------------------------------------ model and trained weights
     model: str = "smollm2-135m"
     """Embedded model name (``smollm2-135m``), Hugging Face id or local folder."""
     model_dtype: str | None = None
@@ -121,32 +282,19 @@ class GRPOConfig(ConfigBase):
     """``cpu``, ``cuda``, ``cuda:1``...; None picks CUDA when available."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, about a third more time."""
-
     init_adapter: str | None = None
     """A LoRA adapter folder to start from (e.g. an SFT run's ``checkpoints/step_N/adapter``):
-    it is loaded and trained further (its own rank and modules; the ``lora_*`` fields are then
-    unused), and the KL anchor (``kl_coef``) refers to it, a frozen copy, not the raw base."""
-
-    # ------------------------------------------------------------------ LoRA / full fine-tuning
-    full_finetune: bool = False
-    """Train every weight instead of a LoRA adapter."""
-    lora_rank: int = 32
-    """LoRA rank r: the adapter of a ``d_out x d_in`` weight has ``r * (d_in + d_out)`` parameters."""
-    lora_alpha: float = 64.0
-    """LoRA scale numerator: the update is ``(alpha / r) * B @ A``."""
-    lora_dropout: float = 0.0
-    """Dropout on the LoRA input. Keep 0 for RL: dropout makes the trainer's log-probs
-    differ from the sampler's."""
-    lora_target_modules: list[str] | str = "all-linear"
-    """Modules that get adapters: ``all-linear`` or names such as ``[q_proj, v_proj]``."""
-    lora_layers: int | None = None
-    """Adapt only the last N transformer layers (the backward pass stops there: faster); None: all."""
+    it is loaded and trained further (its own rank and modules; the ``lora`` group is then
+    unused), and the KL anchor (``objective.kl_coef``) refers to it, a frozen copy, not the raw base."""
+    lora: LoRASettings = field(default_factory=LoRASettings)
+    """The LoRA adapter that is trained (rank, alpha, dropout, target modules, last N layers)
+    or ``full_finetune``."""
 
     # ------------------------------------------------------------------ batch and schedule
     global_batch_size: int = 128
     """Tasks per step (each played ``group_size`` times)."""
     group_size: int = 8
-    """Rollouts per task; advantages compare the rollouts of a group, so at least 2 (see
+    """Rollouts per task. Advantages compare the rollouts of a group, so at least 2 (see
     ``allow_zero_signal``)."""
     allow_zero_signal: bool = False
     """Accept ``group_size`` 1, where every advantage is 0 and only a KL term can move the
@@ -171,25 +319,15 @@ class GRPOConfig(ConfigBase):
     # ------------------------------------------------------------------ optimiser
     learning_rate: float = 4e-5
     """Peak learning rate of AdamW."""
-    lr_schedule: str = "constant"
-    """``constant``, ``cosine`` (to ``min_lr_ratio * learning_rate``) or ``linear`` decay."""
-    warmup_steps: int = 0
-    """Optimiser steps of linear warm-up from 0."""
-    min_lr_ratio: float = 0.0
-    """Final learning rate of the cosine and linear schedules, as a fraction of the peak."""
-    weight_decay: float = 0.0
-    """AdamW decoupled weight decay."""
-    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    """AdamW ``(beta1, beta2)``."""
-    adam_eps: float = 1e-8
-    """AdamW epsilon (added to the denominator's square root)."""
-    max_grad_norm: float | None = 1.0
-    """Clip the global gradient norm to this; None disables clipping (the norm is logged)."""
+    optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
+    """AdamW's schedule (constant, cosine or linear, with warm-up), weight decay, betas, epsilon
+    and gradient clipping."""
 
     # ------------------------------------------------------------------ sampling
     sampler: str = "hf"
-    """``hf`` (transformers, shares the trainer's weights), ``vllm`` (GPU, weights synced
-    after each step) or ``openai`` (any OpenAI-compatible completions endpoint)."""
+    """The rollouts' sampler: ``hf``, ``vllm`` or ``openai``. ``hf`` (transformers) shares the
+    trainer's weights, ``vllm`` (GPU) gets them synced after each step, ``openai`` is any
+    OpenAI-compatible completions endpoint."""
     sampler_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra arguments of the sampler class (``base_url`` for openai, ``gpu_memory_utilization``
     for vllm, ``max_batch_size`` for hf...)."""
@@ -200,57 +338,17 @@ class GRPOConfig(ConfigBase):
     ``mtrl-gym eval --adapter`` reads it, so the adapter is evaluated as it was trained."""
 
     # ------------------------------------------------------------------ objective
-    loss: str = "ppo"
-    """Policy loss: ``ppo``, ``cispo``, ``importance_sampling`` or ``gspo``
-    (``mtrl_gym.trainers.grpo.losses``)."""
-    loss_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Options of the loss, e.g. ``{"ratio_high": 1.28}`` or ``{"dual_clip": 3.0}``."""
-    aggregation: str = "token_mean"
-    """How token losses are reduced: ``token_mean``, ``seq_mean_token_mean`` or
-    ``token_sum_norm``."""
-    advantage: str = "group_based"
-    """Advantage estimator: ``group_based``, ``group_based_per_turn``, ``rloo`` or
-    ``grpo_passk`` (``mtrl_gym.trainers.grpo.advantages``)."""
-    advantage_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Options of the estimator, e.g. ``{"normalize_std": false}`` or ``{"k": 4}``."""
-    kl_coef: float = 0.0
-    """Weight of a k3 KL penalty to the reference policy: the base model (adapter disabled),
-    or the ``init_adapter`` policy when there is one; 0 skips the extra forward pass."""
-    repeat_penalty: float = 0.0
-    """Collapse guard: subtract ``repeat_penalty * mean over turns of (other rollouts of the
-    group that played the same action) / (group_size - 1)`` from each episode's reward before
-    the advantages (``mtrl_gym.trainers.grpo.diversity``); 0: off."""
-    dominance_penalty: float = 0.0
-    """Collapse guard: subtract ``dominance_penalty * mean over turns of max(0, share of the
-    batch's actions equal to this one - dominance_threshold) / (1 - dominance_threshold)``; 0: off."""
-    dominance_threshold: float = 0.1
-    """Batch share above which an action pays the dominance penalty."""
-    collapse_warning_share: float = 0.3
-    """Print a warning when one action is more than this share of a step's sampled actions."""
-    old_logprobs: str = "auto"
-    """Old-policy log-probs for mini-batches after the first: ``recompute`` (a no-grad
-    forward before updating), ``sampler`` (the sampling log-probs: right when the sampler
-    shares the trainer's weights and numerics) or ``auto`` (``sampler`` for ``hf`` without
-    autocast, dropout, stale async batches or ``constrained`` sampling, else ``recompute``). Unused when ``updates_per_step == 1``."""
-    tis_cap: float | None = 2.0
-    """Truncated importance sampling: weight tokens by ``min(pi_old / pi_sampler, tis_cap)``
-    to correct for sampler/trainer mismatch (vLLM kernels, bf16). None disables it."""
-    drop_zero_variance_groups: bool = True
-    """Skip groups whose rewards are all equal (zero advantage) in the update: saves compute.
-    They are counted and logged either way."""
-    train_on_failed: bool = True
-    """Train on the sampled tokens of failed rollouts (they get the minimum reward). False
-    keeps them in the advantage baseline but gives them no loss."""
+    objective: ObjectiveSettings = field(default_factory=ObjectiveSettings)
+    """The advantage estimator, the policy loss (and its options, token aggregation, KL term,
+    old log-probs, truncated importance sampling) and which groups and rollouts are trained on."""
+    collapse: CollapseGuards = field(default_factory=CollapseGuards)
+    """Collapse guards: reward penalties for an action repeated across a group or dominating
+    the batch, and a warning when one action dominates a step."""
 
     # ------------------------------------------------------------------ validation
-    val_every: int = 10
-    """Validate every N steps (and before the first and after the last); 0 disables."""
-    val_max_tasks: int | None = None
-    """Validate on at most this many validation tasks (the first ones)."""
-    val_group_size: int = 1
-    """Rollouts per validation task (pass@k uses them)."""
-    val_temperature: float = 0.0
-    """Sampling temperature of validation; 0 is greedy."""
+    validation: ValidationSettings = field(default_factory=ValidationSettings)
+    """The held-out check during training: every N steps, on how many tasks, rollouts per task,
+    temperature and the validation envs' wrappers."""
 
     # ------------------------------------------------------------------ where episodes come from
     source: dict[str, Any] | str = field(default_factory=lambda: {"name": "local"})
@@ -261,25 +359,11 @@ class GRPOConfig(ConfigBase):
     (another source sampled ahead of the optimiser; docs/scaling.md)."""
 
     # ------------------------------------------------------------------ tracking and checkpoints
-    tracker: str = "mlflow"
-    """``mlflow`` (local store by default, no server) or ``none``. metrics.jsonl is always written."""
-    tracking_uri: str | None = None
-    """MLflow tracking URI; None: ``$MLFLOW_TRACKING_URI``, else ``mlflow.db`` in the run
-    folder (artifacts under ``<run folder>/mlruns``)."""
-    experiment: str = "mtrl-gym"
-    """MLflow experiment name."""
-    log_trajectories: int = 4
-    """Trajectories per step saved (run folder and tracker artifacts); 0 saves none."""
-    traces: TraceConfig = field(default_factory=TraceConfig)
-    """Episodes sent to the tracker as MLflow traces: ``per_step`` (per step and per
-    validation, default 4; 0: none) and ``max_chars`` (text kept per span), e.g.
-    ``--traces '{"per_step": 8}'``. See docs/training.md, "Episodes as traces"."""
-    progress: bool = True
-    """Show progress bars in the terminal."""
-    save_every: int = 50
-    """Checkpoint every N steps (and after the last step, and on Ctrl-C); 0: only those."""
-    keep_checkpoints: int = 2
-    """Most recent checkpoints kept (older ones are deleted); 0 keeps all."""
+    tracking: GRPOTrackingSettings = field(default_factory=GRPOTrackingSettings)
+    """Where metrics, sampled trajectories and traces go: the tracker (MLflow or none), its URI
+    and experiment."""
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    """How often the run checkpoints (``save_every``) and how many checkpoints it keeps."""
 
     # ------------------------------------------------------------------ validation of values
 
@@ -291,9 +375,9 @@ class GRPOConfig(ConfigBase):
         self._check_run()
         self._check_model()
         self._check_batch()
-        self._check_optimiser()
-        self._check_objective()
-        self._check_logging()
+        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
+            raise ConfigError(f"`learning_rate` must be a finite number > 0, got {self.learning_rate!r}")
+        one_of(self, "sampler", SAMPLERS)
         self._check_source()
         self._check_constrained()
 
@@ -301,12 +385,14 @@ class GRPOConfig(ConfigBase):
         if self.serving.constrained:
             if self.sampler != "hf":
                 raise ConfigError(f"`constrained` sampling needs the 'hf' sampler (got sampler={self.sampler!r})")
-            if self.old_logprobs == "sampler":
-                raise ConfigError("`constrained` sampling cannot use `old_logprobs: sampler`: the sampler's "
-                                  "log-probs are the constrained distribution's, not the policy's; use auto or recompute")
-            if not self.serving.stop or self.tis_cap is None:
-                raise ConfigError("`constrained` sampling needs a `stop` string (it ends every allowed text) and "
-                                  "`tis_cap` (the constrained sampler is not the policy: its tokens are reweighted)")
+            if self.objective.old_logprobs == "sampler":
+                raise ConfigError("`constrained` sampling cannot use `objective.old_logprobs: sampler`: the "
+                                  "sampler's log-probs are the constrained distribution's, not the policy's; use "
+                                  "auto or recompute")
+            if not self.serving.stop or self.objective.tis_cap is None:
+                raise ConfigError("`constrained` sampling needs a `serving.stop` string (it ends every allowed text) "
+                                  "and `objective.tis_cap` (the constrained sampler is not the policy: its tokens are "
+                                  "reweighted)")
 
     def _check_source(self) -> None:
         from mtrl_gym.rollout.sources.factory import check_source
@@ -315,49 +401,28 @@ class GRPOConfig(ConfigBase):
         self.source = {"name": spec.name, **dataclasses.asdict(spec.options)}
 
     def _check_run(self) -> None:
-        _at_least(self, "max_episode_tokens", 2)
-        _at_least(self, "train_size", 1)
-        _at_least(self, "val_size", 0)
-        _at_least(self, "env_workers", 0)
-        _optional_at_least(self, "max_turns", 1)
-        _positive_or_none(self, "episode_time_budget_s")
-        _one_of(self, "reply_mode", ("auto", "tool", "user"))
-        unfinished_reward_value(self.unfinished_reward)
+        at_least(self, "train_size", 1)
+        at_least(self, "val_size", 0)
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"`env` must be an environment id such as 'mtrl/Wordle-v0', got {self.env!r}")
-        for name in ("env_wrappers", "val_env_wrappers"):
-            setattr(self, name, [_wrapper_spec(name, i, w) for i, w in enumerate(getattr(self, name))])
+        self.env_wrappers = [wrapper_spec("env_wrappers", i, w) for i, w in enumerate(self.env_wrappers)]
 
     def _check_model(self) -> None:
         if self.model_dtype is not None:
-            _one_of(self, "model_dtype", _DTYPES)
+            one_of(self, "model_dtype", _DTYPES)
         if self.autocast_dtype is not None:
-            _one_of(self, "autocast_dtype", AUTOCAST_DTYPES)
-        _at_least(self, "lora_rank", 1)
-        if not self.lora_alpha > 0:
-            raise ConfigError(f"`lora_alpha` must be > 0, got {self.lora_alpha!r}")
-        if not 0.0 <= self.lora_dropout < 1.0:
-            raise ConfigError(f"`lora_dropout` must be in [0, 1), got {self.lora_dropout!r}")
-        targets = self.lora_target_modules
-        if isinstance(targets, str):
-            ok = bool(targets)
-        else:
-            ok = bool(targets) and all(isinstance(t, str) and t for t in targets)
-            self.lora_target_modules = list(targets)
-        if not ok:
-            raise ConfigError("`lora_target_modules` must be 'all-linear' or a non-empty list of module "
-                              f"names such as ['q_proj', 'v_proj'], got {targets!r}")
+            one_of(self, "autocast_dtype", AUTOCAST_DTYPES)
 
     def _check_batch(self) -> None:
-        _at_least(self, "global_batch_size", 1)
-        _at_least(self, "group_size", 1)
+        at_least(self, "global_batch_size", 1)
+        at_least(self, "group_size", 1)
         if self.group_size == 1 and not self.allow_zero_signal:
             raise ConfigError("`group_size` is 1: every group has a single rollout, so every advantage is 0 and "
                               "the run would train nothing; use group_size >= 2 (e.g. 8), or set "
                               "allow_zero_signal: true to run it anyway")
-        _at_least(self, "updates_per_step", 1)
-        _at_least(self, "micro_batch_tokens", 16)
-        _optional_at_least(self, "max_steps", 1)
+        at_least(self, "updates_per_step", 1)
+        at_least(self, "micro_batch_tokens", 16)
+        optional_at_least(self, "max_steps", 1)
         if self.max_epochs is not None and not (self.max_epochs > 0 and math.isfinite(self.max_epochs)):
             raise ConfigError(f"`max_epochs` must be a number > 0 or None, got {self.max_epochs!r}")
         if self.max_steps is None and self.max_epochs is None:
@@ -366,57 +431,10 @@ class GRPOConfig(ConfigBase):
             raise ConfigError(f"`updates_per_step` ({self.updates_per_step}) must be <= the rollouts per step "
                               f"(global_batch_size * group_size = {self.rollouts_per_step}): each "
                               "mini-batch needs at least one rollout")
-        _one_of(self, "packing", PACKING_MODES)
+        one_of(self, "packing", PACKING_MODES)
         if self.packing == "shared_prefix" and self.gradient_checkpointing:
             raise ConfigError("`packing` 'shared_prefix' cannot be combined with `gradient_checkpointing` (a "
                               "checkpointed forward pass cannot carry the shared keys/values); use 'auto'")
-
-    def _check_optimiser(self) -> None:
-        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
-            raise ConfigError(f"`learning_rate` must be a finite number > 0, got {self.learning_rate!r}")
-        _one_of(self, "lr_schedule", LR_SCHEDULES)
-        _at_least(self, "warmup_steps", 0)
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ConfigError(f"`min_lr_ratio` must be in [0, 1], got {self.min_lr_ratio!r}")
-        if not self.weight_decay >= 0:
-            raise ConfigError(f"`weight_decay` must be >= 0, got {self.weight_decay!r}")
-        betas = list(self.adam_betas)
-        if len(betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in betas):
-            raise ConfigError(f"`adam_betas` must be two numbers in [0, 1), e.g. [0.9, 0.999], got {self.adam_betas!r}")
-        self.adam_betas = [float(b) for b in betas]
-        if not self.adam_eps > 0:
-            raise ConfigError(f"`adam_eps` must be > 0, got {self.adam_eps!r}")
-        _positive_or_none(self, "max_grad_norm")
-
-    def _check_objective(self) -> None:
-        _one_of(self, "sampler", SAMPLERS)
-        if not (self.val_temperature >= 0 and math.isfinite(self.val_temperature)):
-            raise ConfigError(f"`val_temperature` must be a finite number >= 0, got {self.val_temperature!r}")
-        if not (self.kl_coef >= 0 and math.isfinite(self.kl_coef)):
-            raise ConfigError(f"`kl_coef` must be a finite number >= 0, got {self.kl_coef!r}")
-        for name in ("repeat_penalty", "dominance_penalty"):
-            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
-                raise ConfigError(f"`{name}` must be a finite number >= 0, got {getattr(self, name)!r}")
-        if not 0.0 <= self.dominance_threshold < 1.0:
-            raise ConfigError(f"`dominance_threshold` must be in [0, 1), got {self.dominance_threshold!r}")
-        if not 0.0 < self.collapse_warning_share <= 1.0:
-            raise ConfigError(f"`collapse_warning_share` must be in (0, 1], got {self.collapse_warning_share!r}")
-        _optional_at_least(self, "lora_layers", 1)
-        if self.tis_cap is not None and not self.tis_cap >= 1.0:
-            raise ConfigError(f"`tis_cap` must be >= 1 or None (off), got {self.tis_cap!r}")
-        _one_of(self, "old_logprobs", OLD_LOGPROB_MODES)
-        _check_maths_names(self)
-
-    def _check_logging(self) -> None:
-        _one_of(self, "tracker", TRACKERS)
-        for name in ("val_every", "log_trajectories", "save_every", "keep_checkpoints"):
-            _at_least(self, name, 0)
-        _optional_at_least(self, "val_max_tasks", 1)
-        _at_least(self, "val_group_size", 1)
-        if self.val_group_size > 1 and self.val_temperature == 0:
-            raise ConfigError(f"`val_group_size` is {self.val_group_size} but `val_temperature` is 0: greedy "
-                              "rollouts of a task are identical, so pass@k would equal pass@1; set "
-                              "val_temperature > 0 (e.g. 1.0) or val_group_size = 1")
 
     # ------------------------------------------------------------------ derived values
 
@@ -432,34 +450,9 @@ class GRPOConfig(ConfigBase):
 
 # ---------------------------------------------------------------------- field checks
 
-def _at_least(cfg: GRPOConfig, name: str, low: int) -> None:
-    value = getattr(cfg, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"`{name}` must be an integer >= {low}, got {value!r}")
 
-
-def _optional_at_least(cfg: GRPOConfig, name: str, low: int) -> None:
-    if getattr(cfg, name) is not None:
-        value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"`{name}` must be an integer >= {low} or None, got {value!r}")
-
-
-def _positive_or_none(cfg: GRPOConfig, name: str) -> None:
-    value = getattr(cfg, name)
-    if value is not None and not (value > 0 and math.isfinite(value)):
-        raise ConfigError(f"`{name}` must be a number > 0 or None, got {value!r}")
-
-
-def _one_of(cfg: GRPOConfig, name: str, choices: Sequence[str]) -> None:
-    value = getattr(cfg, name)
-    if value not in choices:
-        close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"`{name}` must be one of {', '.join(map(repr, choices))}, got {value!r}.{hint}")
-
-
-def _wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
+def wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
+    """One entry of a wrapper list (``env_wrappers``), normalised to ``{"name": ..., "kwargs": {...}}``."""
     if isinstance(spec, str):
         spec = {"name": spec}
     if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
@@ -475,7 +468,7 @@ def _wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
     return {"name": spec["name"], "kwargs": dict(kwargs)}
 
 
-def _check_maths_names(cfg: GRPOConfig) -> None:
+def _check_maths_names(cfg: ObjectiveSettings) -> None:
     """Check loss, aggregation, estimator names and their options against the maths modules."""
     from mtrl_gym.trainers.grpo import advantages, losses
     from mtrl_gym.trainers.grpo.selection import check_options

@@ -19,7 +19,7 @@ self-play or a producer that samples ahead all answer the same calls, so the loo
 asks which one it has (docs/architecture.md).
 
 :meth:`GRPOTrainer.train` runs steps until ``max_steps``/``max_epochs``, validates every
-``val_every`` steps on held-out tasks, checkpoints every ``save_every`` steps, and on
+``validation.every`` steps on held-out tasks, checkpoints every ``checkpoints.save_every`` steps, and on
 Ctrl-C or SIGTERM checkpoints the last completed step (an interrupt during an update is held until
 the update is done). ``GRPOTrainer(config, resume=run_dir)`` continues a run exactly.
 
@@ -113,7 +113,7 @@ class GRPOTrainer:
         source: a ready :class:`~mtrl_gym.rollout.sources.base.RolloutSource` of the training
             episodes, instead of the one ``config.source`` names (validation still plays
             ``config.source``'s validation episodes).
-        tracker: where metrics go besides the run folder; default from ``config.tracker``.
+        tracker: where metrics go besides the run folder; default from ``config.tracking``.
         resume: a checkpoint folder or a run folder (its latest checkpoint) to continue from.
 
     Attributes ``policy``, ``optimizer``, ``schedule``, ``sampler``, ``tasks`` (a
@@ -135,20 +135,17 @@ class GRPOTrainer:
         self.tokenizer = tokenizer
         if config.init_adapter is not None:
             model = load_init_adapter(model, config.init_adapter)
-        self.policy = prepare_policy(model, full_finetune=config.full_finetune, lora_rank=config.lora_rank,
-                                     lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                                     lora_target_modules=config.lora_target_modules,
-                                     gradient_checkpointing=config.gradient_checkpointing, seed=config.seed,
-                                     lora_layers=config.lora_layers)
+        self.policy = prepare_policy(model, **config.lora.policy_kwargs(),
+                                     gradient_checkpointing=config.gradient_checkpointing, seed=config.seed)
         self.device = next(self.policy.parameters()).device
+        opt = config.optimizer
         self.optimizer = build_optimizer(self.policy, learning_rate=config.learning_rate,
-                                         weight_decay=config.weight_decay, betas=config.adam_betas,
-                                         eps=config.adam_eps)
+                                         weight_decay=opt.weight_decay, betas=opt.adam_betas, eps=opt.adam_eps)
         self._load_tasks(train_tasks, val_tasks)
         self.total_steps = self._total_steps()
-        self.schedule = LRSchedule(config.learning_rate, config.lr_schedule,
+        self.schedule = LRSchedule(config.learning_rate, opt.lr_schedule,
                                    total_steps=self.total_steps * config.updates_per_step,
-                                   warmup_steps=config.warmup_steps, min_ratio=config.min_lr_ratio)
+                                   warmup_steps=opt.warmup_steps, min_ratio=opt.min_lr_ratio)
         self.update_intervals: list[tuple[float, float]] = []
         """``time.monotonic()`` start and end of every update, and of the rollout of every batch
         trained on (``rollout_intervals``): how much sampling and training overlap."""
@@ -161,14 +158,15 @@ class GRPOTrainer:
         context = BuildContext(config, self.policy, self.sampler, tokenizer, env)
         self.source = source if source is not None else make_source(config.source, context)
         self.val_source: RolloutSource | None = make_source(config.source, context, validation=True) \
-            if config.val_every and self.val_tasks != [] else None
+            if config.validation.every and self.val_tasks != [] else None
         self._feed = TaskFeed(draw=self._next_tasks, seed=lambda step: _seed_for(config.seed, 1, step),
                               last_step=self.total_steps - 1)
         self._consumed_data = self.tasks.state_dict()
         self.settings = self._update_settings()
         # With an initial adapter the reference is a frozen copy of that policy, not the base.
-        self._reference = reference_logprobs_fn(self.policy, config.full_finetune or config.init_adapter is not None) \
-            if config.kl_coef > 0 else None
+        self._reference = reference_logprobs_fn(self.policy, config.lora.full_finetune
+                                                or config.init_adapter is not None) \
+            if config.objective.kl_coef > 0 else None
         self.step = 0
         self.totals = RunTotals()
         self.last_step_seconds: dict[str, float] = {}
@@ -178,14 +176,14 @@ class GRPOTrainer:
         self._step_start: dict[str, Any] | None = None
         self._in_update = False
         self._tracker_run_id: str | None = None
-        if config.group_size == 1 and config.advantage != "grpo_passk":
+        if config.group_size == 1 and config.objective.advantage != "grpo_passk":
             warnings.warn("group_size=1: every group has a single rollout, so every advantage is 0 and only a "
                           "KL term can move the policy; use group_size >= 2", stacklevel=2)
         if resume is not None:
             self._resume(resume)
         self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
-            config.tracker, tracking_uri=config.tracking_uri, experiment=config.experiment,
-            run_name=config.resolved_run_name, run_dir=self.run_dir, traces=config.traces))
+            config.tracking.tracker, tracking_uri=config.tracking.uri, experiment=config.tracking.experiment,
+            run_name=config.resolved_run_name, run_dir=self.run_dir, traces=config.tracking.traces))
 
     # ------------------------------------------------------------------ set-up helpers
 
@@ -198,8 +196,8 @@ class GRPOTrainer:
             val_tasks = val if val_tasks is FROM_CONFIG else val_tasks
         self.tasks = TaskStream(train_tasks, c.global_batch_size, c.seed)
         if val_tasks is None:  # the env draws validation tasks from fixed seeds
-            val_tasks = [None] * (c.val_max_tasks or c.val_size)
-        self.val_tasks = list(val_tasks)[:c.val_max_tasks] if c.val_max_tasks else list(val_tasks)
+            val_tasks = [None] * (c.validation.max_tasks or c.val_size)
+        self.val_tasks = list(val_tasks)[:c.validation.max_tasks] if c.validation.max_tasks else list(val_tasks)
 
     def _total_steps(self) -> int:
         c = self.config
@@ -214,9 +212,9 @@ class GRPOTrainer:
     def _update_settings(self) -> UpdateSettings:
         c = self.config
         autocast_dtype = resolve_autocast(c.autocast_dtype, self.device)
-        old = c.old_logprobs
+        old = c.objective.old_logprobs
         if old == "auto":  # stale or constrained batches: their sampling log-probs are not the policy's
-            old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora_dropout == 0
+            old = "sampler" if (c.sampler == "hf" and autocast_dtype is None and c.lora.dropout == 0
                                 and not self.source.samples_off_policy) else "recompute"
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
@@ -233,16 +231,17 @@ class GRPOTrainer:
         status = "FAILED"
         restore_sigterm = _sigterm_as_interrupt()  # schedulers and `docker stop` send SIGTERM
         try:
-            if c.val_every and self.step == 0 and self.last_val_step is None:
+            every = c.validation.every
+            if every and self.step == 0 and self.last_val_step is None:
                 self.validate()
             while self.step < self.total_steps:
                 metrics = self.train_step()
                 progress.update(metrics)
-                if c.save_every and self.step % c.save_every == 0:
+                if c.checkpoints.save_every and self.step % c.checkpoints.save_every == 0:
                     self.save_checkpoint()
-                if c.val_every and self.step % c.val_every == 0:
+                if every and self.step % every == 0:
                     self.validate()
-            if c.val_every and self.last_val_step != self.step:
+            if every and self.last_val_step != self.step:
                 self.validate()
             if self.last_saved_step != self.step:
                 self.save_checkpoint()
@@ -261,7 +260,7 @@ class GRPOTrainer:
 
     def train_step(self) -> dict[str, float]:
         """One GRPO step (rollout, advantages, update, sync, logging); returns its metrics."""
-        c = self.config
+        c, guards, objective = self.config, self.config.collapse, self.config.objective
         timer = PhaseTimer()
         self._step_start = {"data": self._consumed_data, "rng": ckpt.capture_rng()}
         with timer("step"):
@@ -272,14 +271,15 @@ class GRPOTrainer:
                 trajectories = batch.trajectories
             with timer("advantages"):
                 actions = [trajectory_actions(t) for t in trajectories]
-                penalties = diversity_penalties(actions, c.group_size, coef_group=c.repeat_penalty,
-                                                coef_batch=c.dominance_penalty, threshold=c.dominance_threshold) \
-                    if (c.repeat_penalty or c.dominance_penalty) else None
-                per_trajectory, adv = trajectory_advantages(trajectories, c.group_size, c.advantage,
-                                                            c.advantage_kwargs, penalties=penalties)
+                penalties = diversity_penalties(actions, c.group_size, coef_group=guards.repeat_penalty,
+                                                coef_batch=guards.dominance_penalty,
+                                                threshold=guards.dominance_threshold) \
+                    if (guards.repeat_penalty or guards.dominance_penalty) else None
+                per_trajectory, adv = trajectory_advantages(trajectories, c.group_size, objective.advantage,
+                                                            objective.advantage_kwargs, penalties=penalties)
                 sequences = train_sequences(trajectories, per_trajectory, group_size=c.group_size,
-                                            drop_zero_variance_groups=c.drop_zero_variance_groups,
-                                            train_on_failed=c.train_on_failed)
+                                            drop_zero_variance_groups=objective.drop_zero_variance_groups,
+                                            train_on_failed=objective.train_on_failed)
             with timer("update"), self._hold_interrupts():
                 started = time.monotonic()
                 update = policy_update(self.policy, self.optimizer, self.schedule, sequences, self.settings,
@@ -296,15 +296,15 @@ class GRPOTrainer:
         if penalties is not None:
             metrics["diversity/penalty_mean"] = float(np.mean(penalties))
         action, share = top_action(actions)
-        if share > c.collapse_warning_share:
+        if share > guards.warning_share:
             print(f"warning: step {self.step}: {share:.0%} of the sampled actions are {action[-40:]!r} "
-                  f"(over {c.collapse_warning_share:.0%}): the policy may be collapsing; see repeat_penalty, "
-                  "dominance_penalty and diversity/* in metrics.jsonl", file=sys.stderr)
+                  f"(over {guards.warning_share:.0%}): the policy may be collapsing; see collapse.repeat_penalty, "
+                  "collapse.dominance_penalty and diversity/* in metrics.jsonl", file=sys.stderr)
         with timer("logging"):  # after the step's metrics: its own time is in the run totals, not in them
             self.recorder.log(metrics, self.step)
-            self.recorder.trajectories(_sample(trajectories, c.group_size, c.log_trajectories),
+            self.recorder.trajectories(_sample(trajectories, c.group_size, c.tracking.log_trajectories),
                                        f"step_{self.step:06d}")
-            self.recorder.traces(_sample(trajectories, c.group_size, c.traces.per_step), step=self.step,
+            self.recorder.traces(_sample(trajectories, c.group_size, c.tracking.traces.per_step), step=self.step,
                                  policy_version=self.step - 1)
         self.totals.add_step(metrics, timer.seconds)
         self.last_step_seconds = dict(timer.seconds)
@@ -329,13 +329,14 @@ class GRPOTrainer:
         timer = PhaseTimer()
         with timer("validation"), self.source.paused():
             trajectories = self.val_source.collect(self.val_tasks, seed=_seed_for(self.config.seed, 2))
-        metrics = rollout_metrics(trajectories, self.config.val_group_size, prefix="val/")
+        group_size, tracking = self.config.validation.group_size, self.config.tracking
+        metrics = rollout_metrics(trajectories, group_size, prefix="val/")
         metrics["time/validation_s"] = timer.seconds["validation"]
         self.totals.add_validation(metrics, timer.seconds["validation"])
         self.recorder.log(metrics, self.step, kind="val")
-        self.recorder.trajectories(_sample(trajectories, self.config.val_group_size, self.config.log_trajectories),
+        self.recorder.trajectories(_sample(trajectories, group_size, tracking.log_trajectories),
                                    f"val_step_{self.step:06d}")
-        self.recorder.traces(_sample(trajectories, self.config.val_group_size, self.config.traces.per_step),
+        self.recorder.traces(_sample(trajectories, group_size, tracking.traces.per_step),
                              step=self.step, kind="val", policy_version=self.step)
         self.last_val_step = self.step
         self.last_val_metrics = metrics
@@ -374,7 +375,7 @@ class GRPOTrainer:
         """Checkpoint the current (completed) step; returns the checkpoint folder."""
         path = ckpt.save_checkpoint(self.run_dir, self.step, policy=self.policy, optimizer=self.optimizer,
                                     state=self._state(), config=self.config, tokenizer=self.tokenizer,
-                                    keep=self.config.keep_checkpoints)
+                                    keep=self.config.checkpoints.keep)
         self.last_saved_step = self.step
         return path
 
@@ -454,8 +455,8 @@ class GRPOTrainer:
                    "tokens": self.totals.tokens, "seconds": self.totals.seconds,
                    "first_val": vals[0] if vals else {},
                    "final_val": getattr(self, "last_val_metrics", {}),
-                   "validation": {"tasks": len(self.val_tasks), "group_size": c.val_group_size,
-                                  "temperature": c.val_temperature, "max_turns": c.max_turns,
+                   "validation": {"tasks": len(self.val_tasks), "group_size": c.validation.group_size,
+                                  "temperature": c.validation.temperature, "max_turns": c.episode.max_turns,
                                   "last_step": self.last_val_step},
                    "tracker_run_id": self.recorder.tracker.run_id,
                    "tracking_uri": getattr(self.recorder.tracker, "tracking_uri", None)}

@@ -67,11 +67,12 @@ class UpdateSettings:
     @classmethod
     def from_config(cls, config: Any, *, old_logprobs: str, packing: str, pad_token_id: int,
                     autocast_dtype: torch.dtype | None) -> UpdateSettings:
-        return cls(loss=config.loss, loss_kwargs=dict(config.loss_kwargs), aggregation=config.aggregation,
-                   max_episode_tokens=config.max_episode_tokens, kl_coef=config.kl_coef, tis_cap=config.tis_cap,
+        objective = config.objective
+        return cls(loss=objective.loss, loss_kwargs=dict(objective.loss_kwargs), aggregation=objective.aggregation,
+                   max_episode_tokens=config.episode.max_tokens, kl_coef=objective.kl_coef, tis_cap=objective.tis_cap,
                    old_logprobs=old_logprobs, updates_per_step=config.updates_per_step,
                    micro_batch_tokens=config.micro_batch_tokens, packing=packing,
-                   temperature=config.serving.temperature, max_grad_norm=config.max_grad_norm,
+                   temperature=config.serving.temperature, max_grad_norm=config.optimizer.max_grad_norm,
                    autocast_dtype=autocast_dtype, pad_token_id=pad_token_id, seed=config.seed)
 
 

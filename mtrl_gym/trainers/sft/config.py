@@ -1,11 +1,15 @@
 """The SFT stage's configuration: one dataclass, loadable from YAML/TOML, overridable.
 
 :class:`SFTConfig` holds every setting of a supervised fine-tuning run on demonstration
-files (``mtrl-gym demos``). Model loading, LoRA, the optimiser, checkpoints and tracking
-are the GRPO trainer's, so the fields of the same name mean the same thing there.
+files (``mtrl-gym demos``). Model loading is the GRPO trainer's, and the setting groups
+``lora``, ``optimizer``, ``tracking`` and ``checkpoints`` are the same classes as GRPO's
+(:mod:`mtrl_gym.trainers.settings`), with SFT's own defaults (LoRA rank 16, a cosine schedule
+with warm-up), so a setting of the same name means the same thing in both.
 
 >>> SFTConfig(demos=["demos.jsonl"], batch_size=8, max_steps=10).batch_size
 8
+>>> SFTConfig(lora={"rank": 8}).lora.alpha  # the other settings keep SFT's defaults
+32.0
 >>> SFTConfig.load({"batch_size": "4"}, overrides=["serving.max_new_tokens=6"]).serving.max_new_tokens
 6
 """
@@ -20,6 +24,7 @@ from pathlib import Path
 from mtrl_gym.config_base import ConfigBase
 from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.serving import ServingSettings
+from mtrl_gym.trainers.settings import CheckpointSettings, LoRASettings, OptimizerSettings, TrackingSettings
 
 __all__ = ["SFTConfig"]
 
@@ -52,18 +57,8 @@ class SFTConfig(ConfigBase):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, more time)."""
 
-    full_finetune: bool = False
-    """Train every weight instead of a LoRA adapter."""
-    lora_rank: int = 16
-    """LoRA rank r."""
-    lora_alpha: float = 32.0
-    """LoRA scale numerator: the update is ``(alpha / r) * B @ A``."""
-    lora_dropout: float = 0.0
-    """Dropout on the LoRA input."""
-    lora_target_modules: list[str] | str = "all-linear"
-    """Modules that get adapters: ``all-linear`` or names such as ``[q_proj, v_proj]``."""
-    lora_layers: int | None = None
-    """Adapt only the last N transformer layers (the backward pass stops there: faster); None: all."""
+    lora: LoRASettings = field(default_factory=lambda: LoRASettings(rank=16, alpha=32.0))
+    """The LoRA adapter that is trained (rank 16, alpha 32 by default) or ``full_finetune``."""
 
     batch_size: int = 8
     """Demonstrations (sequences) per optimiser step."""
@@ -81,31 +76,19 @@ class SFTConfig(ConfigBase):
 
     learning_rate: float = 3e-4
     """Peak learning rate of AdamW."""
-    lr_schedule: str = "cosine"
-    """``constant``, ``cosine`` or ``linear`` decay (to ``min_lr_ratio``)."""
-    warmup_steps: int = 5
-    """Optimiser steps of linear warm-up."""
-    min_lr_ratio: float = 0.1
-    """Final learning rate as a fraction of the peak."""
-    weight_decay: float = 0.0
-    """AdamW decoupled weight decay."""
-    max_grad_norm: float | None = 1.0
-    """Clip the global gradient norm; None disables clipping."""
+    optimizer: OptimizerSettings = field(default_factory=lambda: OptimizerSettings(
+        lr_schedule="cosine", warmup_steps=5, min_lr_ratio=0.1))
+    """AdamW's schedule (by default cosine to 0.1 of the peak after 5 warm-up steps), weight
+    decay, betas, epsilon and gradient clipping."""
 
-    tracker: str = "mlflow"
-    """``mlflow`` (local store) or ``none``; metrics.jsonl is always written."""
-    tracking_uri: str | None = None
-    """MLflow tracking URI (as in GRPO)."""
-    experiment: str = "mtrl-gym"
-    """MLflow experiment name."""
+    tracking: TrackingSettings = field(default_factory=TrackingSettings)
+    """Where metrics go besides ``metrics.jsonl``: the tracker (MLflow or none), its URI and experiment."""
     progress: bool = True
     """Show a progress bar."""
     log_every: int = 1
     """Write metrics every N steps."""
-    save_every: int = 50
-    """Checkpoint every N steps (and after the last step); 0: only at the end."""
-    keep_checkpoints: int = 2
-    """Most recent checkpoints kept; 0 keeps all."""
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    """How often the run checkpoints (``save_every``) and how many checkpoints it keeps."""
     serving: ServingSettings | None = None
     """How the adapter is to be served (prefill, stop strings, ...), saved as ``serving.yaml``
     in the run folder for ``mtrl-gym eval --adapter``; None: the demonstrations' own (from
@@ -116,14 +99,10 @@ class SFTConfig(ConfigBase):
             self.demos = [str(self.demos)]
         self.demos = [str(d) for d in self.demos]
         super().__post_init__()
-        for name in ("batch_size", "micro_batch_tokens", "log_every", "lora_rank"):
+        for name in ("batch_size", "micro_batch_tokens", "log_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"`{name}` must be an integer >= 1, got {value!r}")
-        for name in ("warmup_steps", "save_every", "keep_checkpoints"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ConfigError(f"`{name}` must be an integer >= 0, got {value!r}")
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise ConfigError(f"`max_steps` must be an integer >= 1 or None, got {self.max_steps!r}")
         if self.max_epochs is not None and not (self.max_epochs > 0 and math.isfinite(self.max_epochs)):
@@ -134,16 +113,8 @@ class SFTConfig(ConfigBase):
             raise ConfigError(f"`max_minutes` must be > 0 or None, got {self.max_minutes!r}")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
             raise ConfigError(f"`learning_rate` must be a finite number > 0, got {self.learning_rate!r}")
-        if self.lr_schedule not in ("constant", "cosine", "linear"):
-            raise ConfigError(f"`lr_schedule` must be 'constant', 'cosine' or 'linear', got {self.lr_schedule!r}")
-        if not 0.0 <= self.min_lr_ratio <= 1.0:
-            raise ConfigError(f"`min_lr_ratio` must be in [0, 1], got {self.min_lr_ratio!r}")
         if self.packing not in _PACKING:
             raise ConfigError(f"`packing` must be one of {_PACKING}, got {self.packing!r}")
-        if self.tracker not in ("mlflow", "none"):
-            raise ConfigError(f"`tracker` must be 'mlflow' or 'none', got {self.tracker!r}")
-        if not 0.0 <= self.lora_dropout < 1.0:
-            raise ConfigError(f"`lora_dropout` must be in [0, 1), got {self.lora_dropout!r}")
 
     @property
     def resolved_run_name(self) -> str:

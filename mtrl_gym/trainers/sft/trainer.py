@@ -61,7 +61,7 @@ class SFTTrainer:
         config: the run's :class:`SFTConfig`.
         model, tokenizer: a transformers causal LM and its tokenizer; default: ``config.model``.
         demos: trajectories to train on instead of ``config.demos`` files.
-        tracker: where metrics go besides ``metrics.jsonl``; default from ``config.tracker``.
+        tracker: where metrics go besides ``metrics.jsonl``; default from ``config.tracking``.
         resume: a checkpoint folder or a run folder (its latest checkpoint) to continue from.
     """
 
@@ -79,18 +79,17 @@ class SFTTrainer:
         if model is None:
             model, tokenizer = load_model(c)
         self.tokenizer = tokenizer
-        self.policy = prepare_policy(model, full_finetune=c.full_finetune, lora_rank=c.lora_rank,
-                                     lora_alpha=c.lora_alpha, lora_dropout=c.lora_dropout,
-                                     lora_target_modules=c.lora_target_modules,
-                                     gradient_checkpointing=c.gradient_checkpointing, seed=c.seed,
-                                     lora_layers=c.lora_layers)
+        self.policy = prepare_policy(model, **c.lora.policy_kwargs(),
+                                     gradient_checkpointing=c.gradient_checkpointing, seed=c.seed)
         self.device = next(self.policy.parameters()).device
         vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
         self.data = DemoStream(demo_sequences(trajectories, vocab_size=vocab), c.batch_size, c.seed)
         self.total_steps = self._total_steps()
-        self.optimizer = build_optimizer(self.policy, learning_rate=c.learning_rate, weight_decay=c.weight_decay)
-        self.schedule = LRSchedule(c.learning_rate, c.lr_schedule, total_steps=self.total_steps,
-                                   warmup_steps=c.warmup_steps, min_ratio=c.min_lr_ratio)
+        opt = c.optimizer
+        self.optimizer = build_optimizer(self.policy, learning_rate=c.learning_rate, weight_decay=opt.weight_decay,
+                                         betas=opt.adam_betas, eps=opt.adam_eps)
+        self.schedule = LRSchedule(c.learning_rate, opt.lr_schedule, total_steps=self.total_steps,
+                                   warmup_steps=opt.warmup_steps, min_ratio=opt.min_lr_ratio)
         self.autocast_dtype = resolve_autocast(c.autocast_dtype, self.device)
         self.packing = resolve_packing(c.packing, self.policy, gradient_checkpointing=c.gradient_checkpointing)
         self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
@@ -109,8 +108,8 @@ class SFTTrainer:
             self.last_saved_step = self.step
         self._tracker_run_id = tracker_run_id
         self.recorder = RunRecorder(self.run_dir, tracker if tracker is not None else make_tracker(
-            c.tracker, tracking_uri=c.tracking_uri, experiment=c.experiment, run_name=c.resolved_run_name,
-            run_dir=self.run_dir))
+            c.tracking.tracker, tracking_uri=c.tracking.uri, experiment=c.tracking.experiment,
+            run_name=c.resolved_run_name, run_dir=self.run_dir))
 
     def serving(self) -> ServingSettings:
         """The serving settings of the adapter: the config's, else those the first demonstration
@@ -154,7 +153,7 @@ class SFTTrainer:
                 metrics = self.train_step()
                 progress.update(metrics)
                 self.seconds = time.monotonic() - started
-                if c.save_every and self.step % c.save_every == 0:
+                if c.checkpoints.save_every and self.step % c.checkpoints.save_every == 0:
                     self.save_checkpoint()
                 if c.max_minutes is not None and self.seconds >= 60 * c.max_minutes:
                     progress.write(f"sft: stopping after {self.seconds / 60:.1f} min (max_minutes={c.max_minutes})")
@@ -197,7 +196,7 @@ class SFTTrainer:
             count += out.count
             slots += micro.num_slots
         params = [p for p in trainable_parameters(self.policy) if p.grad is not None]
-        norm = float(torch.nn.utils.clip_grad_norm_(params, c.max_grad_norm or math.inf)) if params else 0.0
+        norm = float(torch.nn.utils.clip_grad_norm_(params, c.optimizer.max_grad_norm or math.inf)) if params else 0.0
         if math.isfinite(norm):
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -219,11 +218,11 @@ class SFTTrainer:
                  "seconds": self.seconds, "tracker_run_id": self.recorder.tracker.run_id}
         path = ckpt.save_checkpoint(self.run_dir, self.step, policy=self.policy, optimizer=self.optimizer,
                                     state=state, config=self.config, tokenizer=self.tokenizer,
-                                    keep=self.config.keep_checkpoints)
+                                    keep=self.config.checkpoints.keep)
         self.last_saved_step = self.step
         return path
 
     def adapter_path(self) -> Path:
         """The adapter folder of the latest checkpoint (``.../step_N/adapter``)."""
-        return self.run_dir / "checkpoints" / f"step_{self.step:06d}" / ("model" if self.config.full_finetune
+        return self.run_dir / "checkpoints" / f"step_{self.step:06d}" / ("model" if self.config.lora.full_finetune
                                                                           else "adapter")

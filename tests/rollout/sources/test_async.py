@@ -34,11 +34,10 @@ ASYNC_KEYS = ("async/policy_version", "async/staleness_mean", "async/staleness_m
 
 def run(tmp_path, name, tokenizer, steps=3, **overrides):
     values = dict(output_dir=str(tmp_path / name), global_batch_size=2, group_size=4, max_steps=steps,
-                  serving={"max_new_tokens": 6}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
-                  tracker="none", progress=False, val_every=2, val_max_tasks=2, save_every=0,
-                  log_trajectories=8, seed=0)
-    values.update(overrides)
-    trainer = GRPOTrainer(GRPOConfig(**values), model=build_tiny_llama(len(tokenizer), seed=0), tokenizer=tokenizer,
+                  serving={"max_new_tokens": 6}, episode={"max_tokens": 256}, lora={"rank": 4, "alpha": 8.0},
+                  learning_rate=5e-2, tracking={"tracker": "none", "log_trajectories": 8}, progress=False,
+                  validation={"every": 2, "max_tasks": 2}, checkpoints={"save_every": 0}, seed=0)
+    trainer = GRPOTrainer(GRPOConfig.load(values, overrides), model=build_tiny_llama(len(tokenizer), seed=0), tokenizer=tokenizer,
                           env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2])
     try:
         trainer.train()
@@ -71,7 +70,7 @@ def test_max_staleness_0_is_the_synchronous_run_bit_for_bit(tmp_path, chatml_tok
 
 def test_max_staleness_2_never_trains_on_older_batches_and_logs_async_metrics(tmp_path, chatml_tokenizer):
     _, trajs, records = run(tmp_path, "k2", chatml_tokenizer, steps=5, source={"name": "async", "max_staleness": 2},
-                            val_every=0)
+                            validation={"every": 0})
     train = [r for r in records if r["kind"] == "train"]
     assert len(train) == 5
     for r in train:
@@ -88,8 +87,10 @@ def test_max_staleness_2_never_trains_on_older_batches_and_logs_async_metrics(tm
 
 
 def test_async_run_resumes_from_its_checkpoint_at_the_batch_it_trained_last(tmp_path, chatml_tokenizer):
-    _, full, _ = run(tmp_path, "full", chatml_tokenizer, steps=3, source={"name": "async", "max_staleness": 0}, val_every=0)
-    run(tmp_path, "part", chatml_tokenizer, steps=2, source={"name": "async", "max_staleness": 0}, val_every=0)
+    _, full, _ = run(tmp_path, "full", chatml_tokenizer, steps=3, source={"name": "async", "max_staleness": 0},
+                     validation={"every": 0})
+    run(tmp_path, "part", chatml_tokenizer, steps=2, source={"name": "async", "max_staleness": 0},
+        validation={"every": 0})
     config = GRPOConfig.load(str(tmp_path / "part" / "config.yaml"), overrides=["max_steps=3"])
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2], resume=tmp_path / "part")
@@ -151,8 +152,8 @@ def test_a_failing_producer_raises_rollout_error_in_the_trainer_thread(chatml_to
 def test_stale_batches_recompute_the_old_logprobs(tmp_path, chatml_tokenizer, staleness, expected):
     """The trainer asks the source, not the config, whether the sampling log-probs are the policy's."""
     config = GRPOConfig(output_dir=str(tmp_path / "run"), global_batch_size=2, group_size=2, max_steps=1,
-                        serving={"max_new_tokens": 4}, lora_rank=4, lora_alpha=8.0, tracker="none",
-                        progress=False, val_every=0, source={"name": "async", "max_staleness": staleness})
+                        serving={"max_new_tokens": 4}, lora={"rank": 4, "alpha": 8.0}, tracking={"tracker": "none"},
+                        progress=False, validation={"every": 0}, source={"name": "async", "max_staleness": staleness})
     trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=TASKS, val_tasks=[])
     try:

@@ -22,5 +22,5 @@ def test_a_mode_that_fails_makes_the_benchmark_exit_1():
                            "--group-size", "2", "--max-new-tokens", "0", "--threads", "1", "--modes", "sync,async k=1"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "`max_new_tokens` must be an integer >= 1, got 0" in proc.stderr
+    assert "`serving.max_new_tokens` must be an integer >= 1, got 0" in proc.stderr
     assert "FAILED: sync, async k=1" in proc.stderr

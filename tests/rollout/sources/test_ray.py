@@ -60,17 +60,16 @@ def ray_cluster(tmp_path_factory):
 
 def config(tmp_path, **overrides) -> GRPOConfig:
     values = dict(output_dir=str(tmp_path / "run"), global_batch_size=3, group_size=2, max_steps=2,
-                  serving={"max_new_tokens": 6}, max_episode_tokens=256, lora_rank=4, lora_alpha=8.0, learning_rate=5e-2,
-                  tracker="none", progress=False, val_every=0, save_every=0, log_trajectories=6, seed=0,
-                  source={"name": "ray", "workers": 2})
-    values.update(overrides)
-    return GRPOConfig(**values)
+                  serving={"max_new_tokens": 6}, episode={"max_tokens": 256}, lora={"rank": 4, "alpha": 8.0},
+                  learning_rate=5e-2, tracking={"tracker": "none", "log_trajectories": 6}, progress=False,
+                  validation={"every": 0}, checkpoints={"save_every": 0}, seed=0, source={"name": "ray", "workers": 2})
+    return GRPOConfig.load(values, overrides)
 
 
 def tiny_policy(tokenizer, cfg):
     torch.set_num_threads(1)
-    return prepare_policy(build_tiny_llama(len(tokenizer), seed=0), full_finetune=False, lora_rank=cfg.lora_rank,
-                          lora_alpha=cfg.lora_alpha, lora_dropout=0.0, lora_target_modules="all-linear",
+    return prepare_policy(build_tiny_llama(len(tokenizer), seed=0), full_finetune=False, lora_rank=cfg.lora.rank,
+                          lora_alpha=cfg.lora.alpha, lora_dropout=0.0, lora_target_modules="all-linear",
                           gradient_checkpointing=False, seed=0, lora_layers=None)
 
 
@@ -207,7 +206,7 @@ def test_grpo_step_completes_and_checkpoints_after_a_worker_is_killed_with_sigki
     logs the lost episodes and saves its checkpoints (``source.worker_retries`` 0, the default)."""
     hold = tmp_path / "hold"
     hold.mkdir()
-    cfg = config(tmp_path, global_batch_size=2, max_steps=2, save_every=1)
+    cfg = config(tmp_path, global_batch_size=2, max_steps=2, checkpoints={"save_every": 1})
     assert cfg.source["worker_retries"] == 0
     tasks = [dict(t, hold=str(hold)) for t in TASKS[:4]]
     trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
@@ -231,7 +230,7 @@ def test_grpo_step_completes_and_checkpoints_after_a_worker_is_killed_with_sigki
 
 def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, chatml_tokenizer):
     cfg = config(tmp_path, source={"name": "async", "max_staleness": 1, "source": {"name": "ray", "workers": 2}},
-                 max_steps=3, val_every=3, val_max_tasks=2)
+                 max_steps=3, validation={"every": 3, "max_tasks": 2})
     trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                           env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2])
     try:
