@@ -1,7 +1,7 @@
 """How far one real GRPO step is from this machine's compute floor, phase by phase, and its memory.
 
     python benchmarks/step_floor.py [--case cpu-sft|cpu|wordle-agent|all] [--steps 2]
-        [--max-ratio 1.3] [--threads N]
+        [--max-ratio 1.3] [--threads N] [--set KEY=VALUE ...]
 
 For each case, one process builds a :class:`~mtrl_gym.trainers.grpo.trainer.GRPOTrainer`
 (the embedded SmolLM2-135M, fp32, tracker off) and runs ``--steps`` real steps; the last
@@ -18,8 +18,11 @@ the same LoRA adapter, it measures the best rates this CPU gives for the work th
   projection at the same share of target positions; tokens/s.
 
 The step's **compute floor** is its sampled tokens at the decode rate, plus its prefilled
-tokens at the prefill rate, plus its trained sequence tokens (all positions of every
-trained sequence) at the forward+backward rate. Printed: the real step's phases (rollout,
+tokens at the prefill rate, plus the token positions its update computes (the trained
+sequences' tokens, a prefix shared by a micro-batch's rows counted once, padding left out:
+``train/forward_tokens - train/padding_tokens``) at the forward+backward rate. The line
+above the table also gives the positions of the trained sequences counted in full: the
+work a trainer without prefix sharing would do. Printed: the real step's phases (rollout,
 of which env calls; advantages; update, of which old log-prob recomputation, reference
 passes and the optimiser; sync; logging), each phase's seconds, share of the step and its
 own ratio to its floor, and the step against the floor; the peak RSS of the model load,
@@ -29,7 +32,8 @@ the warm-up step and each phase of the measured step against the model's fp32 si
 Cases: ``cpu-sft`` and ``cpu`` are those presets as shipped (``cpu-sft`` from a fresh
 adapter, not an SFT one: the same compute); ``wordle-agent`` is the ``cpu-sft`` batch with
 Wordle-v0's own agent prompt (its system prompt with the tool schema, 459 tokens, no
-prefill; up to 24 tokens a turn). Exit status 1 when a case's step is more than
+prefill; up to 24 tokens a turn). ``--set`` overrides a config field in every case (for
+example ``--set micro_batch_tokens=4096``: the knob that trades memory for speed). Exit status 1 when a case's step is more than
 ``--max-ratio`` times its floor; the verdict line names the phase furthest above its own.
 """
 
@@ -128,8 +132,9 @@ def train_rate(model, length: int, targets: int, budget: int, repeats: int = 3) 
     return rows * length / _median_seconds(one, repeats)
 
 
-def run_case(name: str, steps: int, max_ratio: float) -> bool:
+def run_case(name: str, steps: int, max_ratio: float, extra: list[str]) -> bool:
     preset, overrides = CASES[name]
+    overrides = [*overrides, *extra]
     peaks = PeakMemory()
     with tempfile.TemporaryDirectory() as out:
         config = GRPOConfig.load(preset, overrides=[*overrides, f"output_dir={out}", "tracking.tracker=none", f"max_steps={steps}",
@@ -182,13 +187,15 @@ def run_case(name: str, steps: int, max_ratio: float) -> bool:
         trainer.close()
 
     floor_rollout = sampled / dec + prefilled / pre
-    floor_update = trained_positions / fb
+    computed = metrics["train/forward_tokens"] - metrics["train/padding_tokens"]
+    floor_update = computed / fb
     floor = floor_rollout + floor_update
     step_s = seconds.get("step", 0.0) + seconds.get("logging", 0.0)
     fp32_mb = sum(p.numel() for p in model.parameters()) * 4 / 2**20
     print(f"\n== {name} (preset {preset}{', ' + ' '.join(overrides) if overrides else ''})")
     print(f"batch: {int(episodes)} episodes, {sampled:.0f} sampled tokens, {prefilled:.0f} prefilled, {cached:.0f} "
-          f"cached; {len(sequences)} trained sequences, {trained_positions:.0f} positions ({targets:.0f} targets)")
+          f"cached; {len(sequences)} trained sequences, {trained_positions:.0f} positions in full, {computed:.0f} "
+          f"computed by the update ({targets:.0f} targets)")
     print(f"best rates here: decode {dec:.0f} tok/s at batch {int(episodes)} (context {context}), prefill {pre:.0f} "
           f"tok/s (rows of {prefill_len}), forward+backward {fb:.0f} tok/s (rows of {seq_len})")
     rows = [("rollout", seconds.get("rollout", 0.0), floor_rollout),
@@ -226,6 +233,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2, help="steps per case; the last is measured (default 2)")
     ap.add_argument("--max-ratio", type=float, default=1.3, help="step / floor limit (default 1.3)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a GRPOConfig field in every case (repeatable)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -235,7 +244,7 @@ def main() -> None:
         load = f.read().split()[0]
     print(f"SmolLM2-135M fp32, CPU, {torch.get_num_threads()} threads; load average {load} at the start")
     names = list(CASES) if args.case == "all" else [args.case]
-    results = [run_case(n, args.steps, args.max_ratio) for n in names]
+    results = [run_case(n, args.steps, args.max_ratio, args.overrides) for n in names]
     sys.exit(0 if all(results) else 1)
 
 

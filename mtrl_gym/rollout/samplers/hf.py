@@ -186,6 +186,10 @@ class HFSampler(Sampler):
         self._torch = torch
         self.on_tokens: Callable[[int], None] | None = None
         """Called with the number of tokens sampled at each decoding step (progress bars)."""
+        self.bucket_cost_tokens = 80
+        """What one more decoding forward pass costs, in prefill tokens: the requests of a call are
+        split into batches of similar new-token counts (:func:`prefill_buckets`) when the padding
+        this saves outweighs the extra passes; 0 never splits."""
 
     @staticmethod
     def _has_plain_cache(base) -> bool:
@@ -223,8 +227,9 @@ class HFSampler(Sampler):
             else:
                 rows.append(row_or_error)
         size = self.max_batch_size or max(len(rows), 1)
-        for start in range(0, len(rows), size):
-            chunk = rows[start:start + size]
+        chunks = [bucket for start in range(0, len(rows), size)
+                  for bucket in prefill_buckets(rows[start:start + size], self.bucket_cost_tokens)]
+        for chunk in chunks:
             try:
                 self._run(chunk)
             except Exception as e:  # noqa: BLE001 - a failing batch becomes error results
@@ -463,6 +468,63 @@ class HFSampler(Sampler):
         self._sessions.move_to_end(sid)
         while self.max_sessions is not None and len(self._sessions) > self.max_sessions:
             self._sessions.popitem(last=False)
+
+
+def prefill_buckets(rows: list[_Row], pass_cost: int) -> list[list[_Row]]:
+    """``rows`` split into batches that pad their prefill less (rows keep their order within a batch).
+
+    A batch prefills every row to its longest new-token count; rows whose counts differ a lot
+    (a long tool reply beside short ones) waste most of that work. The rows are sorted by
+    their count and cut where the padding saved exceeds the cost of the extra batch, about
+    ``pass_cost`` prefill tokens for each decoding step it adds (its largest ``max_new``). Rows
+    with the same prompt and no past (a group's first turn, computed once) stay together and
+    count once. At most four batches; ``pass_cost = 0`` keeps one.
+
+    >>> from types import SimpleNamespace as R
+    >>> rows = [R(index=i, new_ids=[1] * n, past=None, max_new=6) for i, n in enumerate([10, 300, 12, 310])]
+    >>> [[r.index for r in b] for b in prefill_buckets(rows, 80)]
+    [[0, 2], [1, 3]]
+    >>> [[r.index for r in b] for b in prefill_buckets(rows, 0)]
+    [[0, 1, 2, 3]]
+    """
+    if pass_cost <= 0 or len(rows) < 2:
+        return [rows]
+    order = sorted(rows, key=lambda r: (len(r.new_ids), r.past is None, tuple(r.new_ids) if r.past is None else (),
+                                        r.index))
+    weight = [1] * len(order)  # a row whose prompt the previous row already computes costs nothing
+    for i in range(1, len(order)):
+        a, b = order[i - 1], order[i]
+        if a.past is None and b.past is None and a.new_ids == b.new_ids:
+            weight[i] = 0
+    prefix = [0]
+    for w in weight:
+        prefix.append(prefix[-1] + w)
+    lengths = [len(r.new_ids) for r in order]
+    penalty = pass_cost * max(r.max_new for r in order)
+    # cut only where the count changes, and at most at 64 candidate places
+    cuts = [i for i in range(1, len(order)) if lengths[i] != lengths[i - 1]]
+    if len(cuts) > 64:
+        cuts = [cuts[round(k * (len(cuts) - 1) / 63)] for k in range(64)]
+    points = [0, *cuts, len(order)]
+
+    def cost(i: int, j: int) -> int:  # batch order[points[i]:points[j]]
+        return (prefix[points[j]] - prefix[points[i]]) * lengths[points[j] - 1]
+
+    n, most = len(points) - 1, 4
+    best = {(0, 0): (0, -1)}  # (end point, batches) -> (cost, previous end point)
+    for k in range(1, most + 1):
+        for j in range(1, n + 1):
+            options = [(best[(i, k - 1)][0] + cost(i, j), i) for i in range(j) if (i, k - 1) in best]
+            if options:
+                best[(j, k)] = min(options)
+    k = min((best[(n, k)][0] + (k - 1) * penalty, k) for k in range(1, most + 1) if (n, k) in best)[1]
+    bounds, j = [], n
+    while k > 0:
+        i = best[(j, k)][1]
+        bounds.append((points[i], points[j]))
+        j, k = i, k - 1
+    batches = [sorted(order[a:b], key=lambda r: r.index) for a, b in reversed(bounds)]
+    return [b for b in batches if b]
 
 
 @contextmanager

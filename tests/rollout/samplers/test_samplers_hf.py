@@ -92,6 +92,26 @@ def test_max_batch_size_chunks_give_the_same_results(tiny_model, chatml_tokenize
     assert [r.token_ids for r in whole] == [r.token_ids for r in chunked]
 
 
+def test_rows_of_very_different_lengths_are_prefilled_in_buckets_with_the_same_samples(tiny_model, chatml_tokenizer):
+    """A long reply beside short ones: splitting the prefill saves padding, and every row samples
+    exactly what it samples in one padded batch (per-row generators; greedy and seeded)."""
+    tok = chatml_tokenizer
+    short = _prompts(tok)
+    prompts = [short[0], short[1] * 60, short[2], short[3] * 80, short[1]]  # 1-10 tokens, and ~60-80
+    for params in (SamplingParams(temperature=0.0, max_new_tokens=3),
+                   SamplingParams(temperature=1.0, max_new_tokens=3, seed=7)):
+        one, split = HFSampler(tiny_model, tok), HFSampler(tiny_model, tok)
+        one.bucket_cost_tokens = 0
+        a = one.sample([SampleRequest(p, params) for p in prompts])
+        b = split.sample([SampleRequest(p, params) for p in prompts])
+        assert [r.token_ids for r in a] == [r.token_ids for r in b]
+        for x, y in zip(a, b):
+            assert x.logprobs == pytest.approx(y.logprobs, abs=1e-4)
+        assert split.stats["padded_tokens"] < one.stats["padded_tokens"] / 4
+        assert split.stats["forward_calls"] > one.stats["forward_calls"]
+        assert split.stats["prefill_tokens"] == one.stats["prefill_tokens"] == sum(map(len, prompts))
+
+
 @pytest.mark.parametrize("temperature", [0.0, 0.7, 1.3])
 def test_logprobs_follow_the_temperature_scaled_convention(tiny_model, chatml_tokenizer, temperature):
     prompt = _prompts(chatml_tokenizer)[0]
