@@ -18,11 +18,17 @@ then, per turn, the prompt tokens computed per episode with and without KV reuse
 reuse each context token is computed once, so cumulative prefill stays at about the
 episode length (ratio <= 1: linear); without it the sum of all contexts grows
 quadratically with the number of turns.
+
+Last, the **env's share** of the rollout's wall time: the seconds the episodes spent inside the
+env's ``reset`` and ``step`` (``Trajectory.metrics["env_time_s"]``) against the rollout's wall
+time. The env must cost at most ``--max-env-share`` (default 1 %) of a rollout; the script
+exits 1 when it costs more.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 import torch
@@ -108,6 +114,7 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--skip-no-reuse", action="store_true", help="do not time the rollout without KV reuse")
+    ap.add_argument("--max-env-share", type=float, default=0.01, help="env seconds / rollout wall limit (default 0.01)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -141,6 +148,13 @@ def main() -> None:
     print(f"\nepisode length {mean_len:.0f} tokens; prefilled with KV reuse {mean_prefill:.0f} "
           f"({mean_prefill / mean_len:.2f} per token: linear), without "
           f"{sum(t.prefill_tokens + t.cached_tokens for t in trajs) / len(trajs):.0f}")
+    env_s = sum(t.metrics.get("env_time_s", 0.0) for t in trajs)
+    share = env_s / wall
+    ok = share <= args.max_env_share
+    print(f"\n{'PASS' if ok else 'FAIL'}: the env's reset/step calls took {env_s * 1000:.1f} ms of the rollout's "
+          f"{wall:.1f} s: {share:.3%} (limit {args.max_env_share:.0%})")
+    if not ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -419,6 +419,9 @@ class HFSampler(Sampler):
                     if row.past is not None:
                         k[b, :, past_max - row.past_len:] = row.past.keys[layer]
                         v[b, :, past_max - row.past_len:] = row.past.values[layer]
+                        # the batch cache holds them now: free the session's copy layer by layer, so the
+                        # cached keys/values of a turn are never held twice (the row keeps its token ids)
+                        row.past.keys[layer] = row.past.values[layer] = None
                 data.append((k, v))
         cache = DynamicCache(ddp_cache_data=data, config=self.model.config) if data else \
             DynamicCache(config=self.model.config)
