@@ -39,3 +39,31 @@ def test_bad_text_benchmark_exits_1_over_its_bound(script):
                            "--bound-ms", "0.000001", "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "OVER" in proc.stdout
+
+
+def test_step_floor_rates_are_measured_on_the_model_and_a_missed_limit_exits_1(monkeypatch, chatml_tokenizer):
+    from tiny_models import build_tiny_llama
+
+    bench = _load("step_floor")
+    model = build_tiny_llama(len(chatml_tokenizer))  # its own copy: train_rate backpropagates
+    model.train()
+    for p in model.parameters():
+        p.requires_grad_(True)
+    rates = [bench.decode_rate(model, 4, 32, repeats=2), bench.prefill_rate(model, 16, 64, repeats=1),
+             bench.train_rate(model, 24, 4, 96, repeats=1)]
+    assert all(r > 0 and r == r and r != float("inf") for r in rates), rates
+    assert all(p.grad is None for p in model.parameters())  # the rate runs leave no gradient behind
+    seen = []
+    monkeypatch.setattr(bench, "run_case", lambda name, steps, ratio, extra: seen.append((name, extra)) or False)
+    monkeypatch.setattr(sys, "argv", ["step_floor.py", "--case", "cpu", "--set", "micro_batch_tokens=2048"])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 1 and seen == [("cpu", ["micro_batch_tokens=2048"])]
+
+
+def test_wordle_env_benchmark_fails_below_its_steps_floor(monkeypatch):
+    bench = _load("wordle_env")
+    monkeypatch.setattr(bench, "_round", lambda env, actions, episodes, seed: (5_000.0, 30_000.0))
+    monkeypatch.setattr(bench, "_FLOOR_MISSES", [])
+    bench.bench_steps(episodes=2, rounds=1, seed=0)
+    assert bench._FLOOR_MISSES and "5,000 < floor 20,000" in bench._FLOOR_MISSES[0]
