@@ -39,11 +39,6 @@ def _yellow_entry(ch: str, m: int, exact: bool, where: tuple[int, ...]) -> str:
     return f"{ch.upper()} ({desc})" if desc else ch.upper()
 
 
-# Entries by (letter, count, exact, 0-based positions excluded): at most 26 * 5 * 2 * 32 of
-# them exist, so steps look their letters' entries up instead of formatting them.
-_ENTRIES: dict[tuple, str] = {}
-
-
 def describe_feedback(guess: str, fb) -> str:
     """``"C gray, R yellow, A green, N gray, E gray"``."""
     tile = _TILE
@@ -58,16 +53,11 @@ def feedback_text(upper_guess: str, code: int) -> str:
 class Knowledge:
     """Clues revealed by the guesses played so far (mutable, one per episode).
 
-    Written for speed (the env calls :meth:`violations`, :meth:`update` and
-    :meth:`summary` on every step). The summary is kept incrementally: a guess can only
-    change what is said about its own letters (and about a letter whose green it
-    replaced), so :meth:`update` rewrites those letters' entries and only the lines they
-    appear in; :meth:`summary` joins the cached lines.
+    :meth:`update` records the clues; :meth:`summary` writes them out, once per new guess
+    (the text is cached until the next :meth:`update`).
     """
 
-    __slots__ = ("greens", "min_count", "max_count", "not_at", "guesses", "tried",
-                 "_green_line", "_guessed_line", "_yellow", "_yellow_line", "_gray", "_no_more", "_tail_line",
-                 "_summary", "_seen")
+    __slots__ = ("greens", "min_count", "max_count", "not_at", "guesses", "tried", "_summary")
 
     def __init__(self) -> None:
         self.greens: list[str | None] = [None] * WORD_LENGTH
@@ -79,122 +69,28 @@ class Knowledge:
         """Letter -> 0-based positions it is known not to occupy."""
         self.guesses: list[str] = []
         self.tried: set[str] = set()
-        self._green_line = "_ _ _ _ _"
-        self._guessed_line = ""
-        self._yellow: dict[str, str] = {}  # letter -> its entry on the yellow line
-        self._yellow_line = ""
-        self._gray: set[str] = set()
-        self._no_more: set[str] = set()
-        self._tail_line = ""  # the "No other copies" and "Gray" lines
         self._summary: str | None = None
-        self._seen: dict[str, tuple] = {}  # letter -> the counts its summary entries were made from
 
     def update(self, guess: str, fb) -> None:
         """Add the clues of ``guess`` scored ``fb``."""
-        greens, not_at, min_count, max_count = self.greens, self.not_at, self.min_count, self.max_count
-        marked: dict[str, int] = {}
+        marked: dict[str, int] = {}  # copies of each letter shown green or yellow by this guess
         grayed = ""
-        replaced = ""  # letters whose green this guess overwrote (only with contradictory feedback)
-        new_green = False
-        i = 0
-        for c in fb:
-            ch = guess[i]
+        for i, (ch, c) in enumerate(zip(guess, fb)):
             if c == GREEN:
-                old = greens[i]
-                if old != ch:
-                    new_green = True
-                    if old is not None:
-                        replaced += old
-                    greens[i] = ch
-                marked[ch] = marked.get(ch, 0) + 1
+                self.greens[i] = ch
             else:
-                positions = not_at.get(ch)
-                if positions is None:
-                    not_at[ch] = {i}
-                else:
-                    positions.add(i)
-                if c == GRAY:
-                    grayed += ch
-                else:
-                    marked[ch] = marked.get(ch, 0) + 1
-            i += 1
+                self.not_at.setdefault(ch, set()).add(i)
+            if c == GRAY:
+                grayed += ch
+            else:
+                marked[ch] = marked.get(ch, 0) + 1
         for ch, m in marked.items():
-            if m > min_count.get(ch, 0):
-                min_count[ch] = m
-        for ch in grayed:
-            max_count[ch] = marked.get(ch, 0)
+            if m > self.min_count.get(ch, 0):
+                self.min_count[ch] = m
+        for ch in grayed:  # a gray copy: the secret has exactly the copies this guess marked
+            self.max_count[ch] = marked.get(ch, 0)
         self.guesses.append(guess)
         self.tried.update(guess)
-
-        # Refresh the cached summary lines. Only this guess's letters (and a replaced green)
-        # can read differently now; a letter never marked green or yellow is at most gray.
-        if new_green:
-            self._green_line = " ".join([c or "_" for c in greens]).upper()
-        word = guess.upper()
-        self._guessed_line = self._guessed_line + ", " + word if self._guessed_line else word
-        gray, no_more, yellow = self._gray, self._no_more, self._yellow
-        tail_changed = yellow_changed = False
-        for ch in grayed:
-            if ch not in min_count:
-                if ch not in gray:
-                    gray.add(ch)
-                    tail_changed = True
-            elif ch not in marked:  # contradictory feedback: a letter known present, now gray
-                marked[ch] = 0
-        seen = self._seen
-        for ch in replaced:
-            marked.setdefault(ch, 0)
-            seen.pop(ch, None)  # its green positions moved: recompute whatever the counts say
-        for ch in marked:
-            m = min_count.get(ch, 0)
-            placed = greens.count(ch)
-            mx = max_count.get(ch)
-            positions = not_at.get(ch)
-            # What the letter's entries depend on; unchanged since its last refresh -> nothing to do
-            # (positions only grow, and its greens move only when replaced).
-            state = (m, placed, mx, len(positions) if positions else 0)
-            if seen.get(ch) == state:
-                continue
-            seen[ch] = state
-            if m > placed:
-                where = (tuple([p for p in sorted(positions) if greens[p] != ch]) if positions else ())
-                key = (ch, m, mx == m, where)
-                entry = _ENTRIES.get(key)
-                if entry is None:
-                    entry = _ENTRIES[key] = _yellow_entry(ch, m, mx == m, where)
-            else:
-                entry = None
-            if yellow.get(ch) != entry:
-                yellow_changed = True
-                if entry is None:
-                    del yellow[ch]
-                else:
-                    yellow[ch] = entry
-            if mx is not None:
-                if mx == 0:
-                    if ch not in gray:
-                        gray.add(ch)
-                        tail_changed = True
-                    if ch in no_more:
-                        no_more.discard(ch)
-                        tail_changed = True
-                else:
-                    if ch in gray:
-                        gray.discard(ch)
-                        tail_changed = True
-                    if (ch in no_more) != (mx == placed):
-                        (no_more.add if mx == placed else no_more.discard)(ch)
-                        tail_changed = True
-        if yellow_changed:
-            self._yellow_line = ("\n- Yellow (in the word, other place): "
-                                 + ", ".join([yellow[c] for c in sorted(yellow)]) if yellow else "")
-        if tail_changed:
-            tail = ""
-            if no_more:
-                tail += "\n- No other copies of: " + ", ".join(sorted(no_more)).upper()
-            if gray:
-                tail += "\n- Gray (not in the word): " + ", ".join(sorted(gray)).upper()
-            self._tail_line = tail
         self._summary = None
 
     def violations(self, guess: str) -> int:
@@ -238,9 +134,25 @@ class Knowledge:
 
     def summary(self) -> str:
         """Deterministic text of everything known (letters sorted, positions 1-based)."""
-        text = self._summary
-        if text is None:
-            text = self._summary = (
-                "Known so far:\n- Green (right letter, right place): " + self._green_line + self._yellow_line
-                + self._tail_line + "\n- Guessed: " + self._guessed_line)
-        return text
+        if self._summary is not None:
+            return self._summary
+        greens = self.greens
+        yellow, no_more, gray = [], [], []
+        for ch in sorted(set(self.min_count) | set(self.max_count)):
+            m, placed, mx = self.min_count.get(ch, 0), greens.count(ch), self.max_count.get(ch)
+            if m > placed:  # copies known but not placed: a yellow entry
+                where = tuple(p for p in sorted(self.not_at.get(ch, ())) if greens[p] != ch)
+                yellow.append(_yellow_entry(ch, m, mx == m, where))
+            if mx == 0:
+                gray.append(ch.upper())
+            elif mx is not None and mx == placed:
+                no_more.append(ch.upper())
+        text = "Known so far:\n- Green (right letter, right place): " + " ".join([c or "_" for c in greens]).upper()
+        if yellow:
+            text += "\n- Yellow (in the word, other place): " + ", ".join(yellow)
+        if no_more:
+            text += "\n- No other copies of: " + ", ".join(no_more)
+        if gray:
+            text += "\n- Gray (not in the word): " + ", ".join(gray)
+        self._summary = text + "\n- Guessed: " + ", ".join([g.upper() for g in self.guesses])
+        return self._summary
