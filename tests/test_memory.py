@@ -18,29 +18,51 @@ def _touch(mib: int) -> bytearray:
     return block
 
 
+def _in_a_fresh_process(body: str) -> dict:
+    """Run ``body`` in a new interpreter (the suite's own process holds freed pages that blur peaks)."""
+    import json
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent("""
+        import json
+        from mtrl_gym.memory import PeakMemory
+        def touch(mib):
+            block = bytearray(mib * 2**20)
+            block[::4096] = b"x" * len(block[::4096])
+            return block
+        peaks = PeakMemory()
+    """) + textwrap.dedent(body) + "\nprint(json.dumps({'mb': peaks.mb, 'per_phase': peaks.per_phase, 'table': peaks.table(limit_mb=100)}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
 @linux
 def test_each_phase_reports_its_own_peak_not_the_runs():
-    peaks = PeakMemory()
-    with peaks("big"):
-        block = _touch(256)
-        del block
-    with peaks("small"):
-        pass
-    assert peaks.per_phase
-    assert peaks.mb["big"] >= peaks.mb["small"] + 200  # the reset between phases forgot the 256 MiB
+    r = _in_a_fresh_process("""
+        with peaks("big"):
+            block = touch(256)
+            del block
+        with peaks("small"):
+            pass
+    """)
+    assert r["per_phase"]
+    assert r["mb"]["big"] >= r["mb"]["small"] + 200  # the reset between phases forgot the 256 MiB
 
 
 @linux
 def test_an_outer_phase_sees_the_peak_of_a_nested_one():
-    peaks = PeakMemory()
-    with peaks("outer"):
-        with peaks("inner"):
-            block = _touch(128)
-            del block
-        with peaks("after"):
-            pass
-    assert peaks.mb["outer"] >= peaks.mb["inner"] >= peaks.mb["after"] + 100
-    assert "outer" in peaks.table(limit_mb=100) and "x of 100 MiB" in peaks.table(limit_mb=100)
+    r = _in_a_fresh_process("""
+        with peaks("outer"):
+            with peaks("inner"):
+                block = touch(128)
+                del block
+            with peaks("after"):
+                pass
+    """)
+    mb = r["mb"]
+    assert mb["outer"] >= mb["inner"] >= mb["after"] + 100
+    assert "outer" in r["table"] and "x of 100 MiB" in r["table"]
 
 
 def test_without_proc_the_figures_are_the_runs_peak(monkeypatch):
