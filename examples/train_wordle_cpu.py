@@ -10,20 +10,29 @@ already in ``--out`` (so an interrupted run continues):
    opener, then the answer with the most common letters among those that fit all feedback)
    plays the training words through the rollout engine, in the exact serving format
    (system prompt without tool schemas, format prefill, stop at ``"``), each guess spelled
-   out (``R E S I N``: one token per letter, the same tokens as the board's letters).
+   out (``R E S I N``: one token per letter, the same tokens as the board's letters); and
+   *lexicon data* (``--lexicon``, ``--boards``; the short version's default): the answer
+   list's words as first guesses, and single boards of random pre-played words answered by
+   the teacher with a word that fits them.
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
-   tokens only), for ``--sft-steps`` steps of 8 games (no time cap unless ``--sft-minutes``: a slow machine gives the same table, later).
+   tokens only), for ``--sft-steps`` steps of 8 examples (no time cap unless
+   ``--sft-minutes``: a slow machine gives the same table, later).
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
-4. **Evaluations** on the held-out validation words, same words, reset seeds and
-   sampling (full 6-guess games, temperature 1.0): the base model, SFT only, SFT + GRPO,
-   and, as policies of their own, SFT, SFT + GRPO and the base model with *dictionary
-   decoding* (each guess restricted to an allowed word; ``--no-dictionary`` skips them), all scored
-   by the bare env, with the Wordle play metrics
+4. **A serving temperature, chosen on training words** (never the validation split): the
+   trained policy plays full games on the last ``--temperature-words`` training words (the
+   short version's demonstrations never reach them) at each of ``--temperatures``; the
+   recommendation is the one with the most *new* real words (a repeat or a non-word does not
+   count), the higher temperature on a tie. ``--serving-temperature`` skips the choice.
+5. **Evaluations** on the held-out validation words, same words, reset seeds and
+   sampling (full 6-guess games), each column at the recommended temperature and at 1.0: the
+   base model, SFT only, SFT + GRPO, and, as policies of their own, SFT, SFT + GRPO and the
+   base model with *dictionary decoding* (each guess restricted to an allowed word;
+   ``--no-dictionary`` skips them), all scored by the bare env, with the Wordle play metrics
    (``mtrl_gym.envs.wordle.play_metrics``: valid/new-word rates, clue-consistency vs a
    random word on the same boards, the shuffled-feedback control, solves with a Wilson
-   interval, the most common guess).
-5. **Report**: a table on stdout and ``results.json``, with the peak resident memory of each
+   interval, the most common guess); valid and new words carry Wilson 95 % intervals over turns.
+6. **Report**: a table on stdout and ``results.json``, with the peak resident memory of each
    stage (``mtrl_gym.memory.PeakMemory``). Memory freed by a stage is handed back to the OS
    before the next (``memory.release()``), and SFT and GRPO compute the update in micro-batches
    of at most ``--micro-batch-tokens`` tokens (default 1024): the knob that trades memory for
@@ -40,9 +49,11 @@ from pathlib import Path
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
 from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
+from mtrl_gym.envs.wordle.play_metrics import wilson_interval
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig
+from mtrl_gym.trainers.grpo.data import load_task_splits
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 from mtrl_gym.trainers.sft.config import SFTConfig
 from mtrl_gym.trainers.sft.trainer import SFTTrainer
@@ -54,9 +65,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/wordle-cpu", help="output folder (default: runs/wordle-cpu)")
     p.add_argument("--short", action="store_true",
-                   help="the small version: 18 SFT steps, 2 GRPO steps of 2 x 4 episodes, 8 held-out words, "
-                        "no base-model dictionary column")
+                   help="the small version: 160 games + 320 lexicon + 320 board examples, 40 SFT steps at learning "
+                        "rate 2e-3, 2 GRPO steps of 2 x 4 episodes, the temperature chosen on 16 training words, "
+                        "16 held-out words, dictionary decoding at temperature 1.0 only and not for the base model")
     p.add_argument("--demos", type=int, default=960, help="teacher games (training words, cycled; default 960)")
+    p.add_argument("--lexicon", type=int, default=None,
+                   help="lexicon examples: first guesses of a random answer word (default 0; the short version: 320)")
+    p.add_argument("--boards", type=int, default=None,
+                   help="single-board examples: 1-4 random words on the board, the teacher's next guess "
+                        "(default 0; the short version: 320)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
     p.add_argument("--sft-minutes", type=float, default=None,
@@ -64,6 +81,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "gives the same table later rather than a worse one)")
     p.add_argument("--sft-steps", type=int, default=160, help="SFT steps of 8 games (the schedule's length; default: 160)")
     p.add_argument("--grpo-steps", type=int, default=6, help="GRPO steps of 6 x 6 episodes (default: 6)")
+    p.add_argument("--sft-lr", type=float, default=5e-4,
+                   help="SFT learning rate (default 5e-4; the short version's 18 steps use 2e-3)")
+    p.add_argument("--temperatures", default="0.3,0.5,0.7,1.0",
+                   help="serving temperatures tried on training words (default: 0.3,0.5,0.7,1.0)")
+    p.add_argument("--temperature-words", type=int, default=16,
+                   help="training words (the split's last ones) the temperature is chosen on (default 16)")
+    p.add_argument("--serving-temperature", type=float, default=None,
+                   help="serve at this temperature instead of choosing one on training words")
     p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated (max 128)")
     p.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
     p.add_argument("--no-dictionary", dest="dictionary", action="store_false",
@@ -75,33 +100,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args(argv)
+    if not args.short:
+        args.lexicon, args.boards = args.lexicon or 0, args.boards or 0
     if args.short:
-        args.demos, args.sft_steps, args.eval_tasks = 160, 18, min(args.eval_tasks, 8)
+        args.demos, args.eval_tasks = 160, min(args.eval_tasks, 16)
+        args.sft_steps, args.sft_lr = 40, 2e-3  # a higher rate than the recipe's 160 steps (docs/training.md)
+        args.lexicon, args.boards = (320 if n is None else n for n in (args.lexicon, args.boards))
         args.grpo_steps = 2
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args
 
 
-def demonstrations(config: GRPOConfig, path: Path, n: int, teacher: str) -> Path:
-    """Teacher games on the training words, in the evaluation's format (no curriculum)."""
-    if path.is_file():
-        return path
-    demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
-                      policy_kwargs={"choice": teacher, "spelled": True}, num_episodes=n, model=config.model,
-                      serving=config.serving, max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
-                      val_size=config.val_size, split_seed=config.split_seed)
-    return write_demos(make_demos(demo), path, demo)
+def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> list[Path]:
+    """Teacher games on the training words, in the evaluation's format (no curriculum), and
+    the lexicon data: ``--lexicon`` first guesses (a uniformly random answer word: the word
+    list itself, spelled out) and ``--boards`` single boards (1-4 random words pre-played, then
+    the teacher's next guess: one that fits them)."""
+    made = []
+    system = [config.env_wrappers[0]]
+    boards = [*system, {"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], "policy": "random"}}]
+    lexicon = {"choice": "random", "openers": [], "spelled": True}
+    for name, n, wrappers, kwargs, max_turns, seed in [
+            ("demos", args.demos, system, {"choice": args.teacher, "spelled": True}, None, 0),
+            ("lexicon", args.lexicon, system, lexicon, 1, 10_000),
+            ("boards", args.boards, boards, {**lexicon, "choice": args.teacher}, 1, 20_000)]:
+        path = out / f"{name}.jsonl"
+        if n and not path.is_file():
+            demo = DemoConfig(env=config.env, env_wrappers=wrappers, policy="teacher", policy_kwargs=kwargs,
+                              num_episodes=n, model=config.model, serving=config.serving, max_turns=max_turns,
+                              max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
+                              val_size=config.val_size, split_seed=config.split_seed, seed=seed)
+            write_demos(make_demos(demo), path, demo)
+        if n:
+            made.append(path)
+    return made
 
 
-def supervised(demos: Path, out: Path, args: argparse.Namespace) -> tuple[Path, dict]:
+def supervised(demos: list[Path], out: Path, args: argparse.Namespace) -> tuple[Path, dict]:
     """SFT on the demonstrations; returns the adapter folder and the run summary."""
     done = out / "summary.json"
     if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
         return Path(summary["adapter"]), summary
-    config = SFTConfig(demos=[str(demos)], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
+    config = SFTConfig(demos=[str(d) for d in demos], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
                        max_steps=args.sft_steps, max_minutes=args.sft_minutes,
-                       lora={"rank": 16, "alpha": 32, "layers": 12}, learning_rate=5e-4,
+                       lora={"rank": 16, "alpha": 32, "layers": 12}, learning_rate=args.sft_lr,
                        optimizer={"warmup_steps": 3}, autocast_dtype=None, checkpoints={"save_every": 20},
                        micro_batch_tokens=args.micro_batch_tokens)
     resume = out if (out / "checkpoints").is_dir() else None
@@ -125,42 +168,65 @@ def reinforce(config: GRPOConfig) -> tuple[Path, dict]:
     return run / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter", summary
 
 
-def held_out(config: GRPOConfig, out: Path, name: str, adapter: str | None, tasks: int,
-             constrained: bool = False) -> dict:
-    """Full 6-guess games on the first ``tasks`` validation words, served like training
-    (``constrained``: dictionary decoding, a policy of its own)."""
+def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, temperature: float,
+          constrained: bool = False, **tasks) -> dict:
+    """Full 6-guess games served like training (``constrained``: dictionary decoding, a policy
+    of its own) on ``tasks`` (``split=``/``limit=`` or ``tasks=`` rows of
+    :func:`mtrl_gym.evaluation.evaluate`), scored by the bare env's play metrics."""
     prompt = config.env_wrappers[0]["kwargs"]
     spec = RunSpec(name, model=config.model, adapter=adapter,
-                   serving=config.serving.replace(temperature=1.0, constrained=constrained))
+                   serving=config.serving.replace(temperature=temperature, constrained=constrained))
     started = time.monotonic()
-    result = evaluate(config.env, [spec], split="val", limit=tasks, out_dir=out, report=False, resume=True,
+    result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
                       config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
                                         wrappers=[lambda env: SystemPrompt(env, prompt["text"],
                                                                            tools=prompt["tools"])]))
     row = result.run(name)
     records = read_records(out / "trajectories" / f"{name}.jsonl")
     metrics = env_play_metrics(config.env, records) or {}
-    metrics.update({"outcome_reward_mean": row["reward"]["value"], "eval_seconds": time.monotonic() - started})
+    metrics.update({"outcome_reward_mean": row["reward"]["value"], "eval_seconds": time.monotonic() - started,
+                    "temperature": temperature})
+    for key in ("valid_word", "new_word"):  # Wilson 95 % intervals over turns
+        k = round(metrics.get(f"{key}_rate", 0.0) * metrics.get("turns", 0))
+        metrics[f"{key}s"] = k
+        metrics[f"{key}_low"], metrics[f"{key}_high"] = wilson_interval(k, metrics.get("turns", 0))
     return metrics
+
+
+def serving_temperature(config: GRPOConfig, out: Path, adapter: str, words: int,
+                        temperatures: list[float]) -> tuple[float, dict[str, dict]]:
+    """The serving temperature to recommend for ``adapter``, chosen on the last ``words``
+    *training* words (never the validation split): the most new real words a turn (a repeat
+    or a non-word does not count), the higher temperature on a tie."""
+    train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
+                                val_size=config.val_size, split_seed=config.split_seed)
+    rows = train[-words:]
+    trials = {f"{t:g}": games(config, out / f"T{t:g}", f"T{t:g}", adapter, t, tasks=rows) for t in temperatures}
+    best = max(temperatures, key=lambda t: (trials[f"{t:g}"]["new_word_rate"], t))
+    return best, trials
 
 
 ROWS = [("valid word", "valid_word_rate"), ("new word", "new_word_rate"), ("clue-consistent (turns 2-6)", "consistency"),
         ("  random word, same boards", "random_consistency"), ("  ratio", "consistency_vs_random"),
         ("shuffled-feedback control", "control_consistency"), ("solved", "solve_rate"),
         ("most common guess", "top_guess_share"), ("outcome reward", "outcome_reward_mean")]
+INTERVALS = {"valid_word_rate": ("valid_word_low", "valid_word_high", "valid_words", "turns"),
+             "new_word_rate": ("new_word_low", "new_word_high", "new_words", "turns"),
+             "solve_rate": ("solve_rate_low", "solve_rate_high", "solved", "games")}
 
 
-def table(columns: dict[str, dict]) -> str:
+def table(columns: dict[str, dict], title: str = "held-out, full games") -> str:
     names = list(columns)
-    lines = ["| held-out, full games | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines = [f"| {title} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for label, key in ROWS:
         cells = []
         for m in columns.values():
             v = m.get(key)
             if v is None:
                 cells.append("-")
-            elif key == "solve_rate":
-                cells.append(f"{v:.1%} [{m['solve_rate_low']:.1%}, {m['solve_rate_high']:.1%}] ({m['solved']}/{m['games']})")
+            elif key in INTERVALS and INTERVALS[key][0] in m:
+                low, high, k, n = INTERVALS[key]
+                cells.append(f"{v:.1%} [{m[low]:.1%}, {m[high]:.1%}] ({m[k]}/{m[n]})")
             elif key == "top_guess_share":
                 cells.append(f"{v:.1%} ({m['top_guess']})" if m.get("top_guess") else "no valid guess")
             elif key in ("consistency_vs_random", "outcome_reward_mean"):
@@ -184,8 +250,8 @@ def main() -> None:
 
     peaks = memory.PeakMemory()  # the peak resident memory of each stage
     with peaks("demonstrations"):
-        demos = demonstrations(preset, out / "demos.jsonl", args.demos, args.teacher)
-    print(f"demonstrations: {demos} ({time.monotonic() - t0:.0f} s)", flush=True)
+        demos = demonstrations(preset, out, args)
+    print(f"demonstrations: {', '.join(map(str, demos))} ({time.monotonic() - t0:.0f} s)", flush=True)
     memory.release()
     with peaks("SFT"):
         sft_adapter, sft_summary = supervised(demos, out / "sft", args)
@@ -199,7 +265,19 @@ def main() -> None:
     grpo_seconds = sum(grpo_summary["seconds"].get(k, 0.0) for k in ("step", "logging", "validation"))
     print(f"GRPO: {grpo_summary['steps']} steps in {grpo_seconds / 60:.1f} min -> {grpo_adapter}", flush=True)
 
-    columns = {}
+    trials: dict[str, dict] = {}
+    if args.serving_temperature is not None:
+        temperature = args.serving_temperature
+    else:
+        with peaks("temperature"):
+            temperature, trials = serving_temperature(config, out / "temperature", str(grpo_adapter),
+                                                      args.temperature_words,
+                                                      [float(t) for t in args.temperatures.split(",")])
+        memory.release()
+        print(f"serving temperature: {temperature:g}, chosen on {args.temperature_words} training words (new "
+              "real words a turn: " + ", ".join(f"{t}: {m['new_word_rate']:.1%}" for t, m in trials.items()) + ")",
+              flush=True)
+
     runs = [("SFT", str(sft_adapter), False), ("SFT + GRPO", str(grpo_adapter), False)]
     if not args.skip_base:
         runs.insert(0, ("base", None, False))
@@ -209,19 +287,28 @@ def main() -> None:
         runs += [("SFT + GRPO, dictionary", str(grpo_adapter), True)]
         if not (args.skip_base or args.short):
             runs += [("base, dictionary", None, True)]
-    for name, adapter, constrained in runs:
-        slug = name.lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-")
-        with peaks(f"eval {name}"):
-            columns[name] = held_out(config, out / f"eval-{slug}", slug, adapter, args.eval_tasks, constrained)
-        memory.release()
-        m = columns[name]
-        print(f"{name}: valid {m['valid_word_rate']:.1%}, new {m['new_word_rate']:.1%}, consistent "
-              f"{m['consistency']:.1%} (random {m['random_consistency']:.1%}), solved {m['solve_rate']:.1%} "
-              f"({m['eval_seconds'] / 60:.1f} min)", flush=True)
-    report = table(columns)
+    tables: dict[str, dict[str, dict]] = {}
+    for t in dict.fromkeys([temperature, 1.0]):  # the recommended temperature, then 1.0
+        columns = tables.setdefault(f"{t:g}", {})
+        for name, adapter, constrained in runs:
+            if constrained and args.short and t != 1.0:
+                continue  # the short version: dictionary decoding at 1.0 only
+            slug = name.lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-")
+            folder = out / (f"eval-{slug}" if t == 1.0 else f"eval-T{t:g}-{slug}")
+            with peaks(f"eval {name}, T={t:g}"):
+                columns[name] = games(config, folder, slug, adapter, t, constrained, split="val",
+                                      limit=args.eval_tasks)
+            memory.release()
+            m = columns[name]
+            print(f"{name} (T={t:g}): valid {m['valid_word_rate']:.1%}, new {m['new_word_rate']:.1%}, consistent "
+                  f"{m['consistency']:.1%} (random {m['random_consistency']:.1%}), solved {m['solve_rate']:.1%} "
+                  f"({m['eval_seconds'] / 60:.1f} min)", flush=True)
+    report = "\n\n".join(
+        table(columns, f"held out, T={t}" + (" (recommended)" if float(t) == temperature else "")) for t, columns in tables.items())
     print(report)
     print("peak resident memory per stage:\n  " + peaks.table().replace("\n", "\n  "))
-    results = {"columns": columns, "peak_rss_mib": peaks.mb, "sft": sft_summary, "grpo": {k: grpo_summary[k] for k in ("steps", "seconds")},
+    results = {"serving_temperature": temperature, "temperature_trials": trials, "tables": tables,
+               "peak_rss_mib": peaks.mb, "sft": sft_summary, "grpo": {k: grpo_summary[k] for k in ("steps", "seconds")},
                "train_minutes": (sft_summary["seconds"] + grpo_seconds) / 60,
                "total_minutes_this_call": (time.monotonic() - t0) / 60, "config": config.to_dict()}
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")

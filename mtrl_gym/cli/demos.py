@@ -22,6 +22,11 @@ def register(sub) -> None:
     p.add_argument("-n", "--num-episodes", type=int, default=600, help="demonstrations (default: 600)")
     p.add_argument("--split", default="train", help="task split; only 'train' (evaluation tasks stay unseen)")
     p.add_argument("--max-turns", type=int, default=None, help="most turns per demonstration")
+    p.add_argument("--wrapper", dest="wrappers", action="append", default=[], metavar="JSON",
+                   help='a wrapper after the config\'s system prompt, as {"name": ..., "kwargs": {...}} '
+                        '(repeatable), e.g. \'{"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], '
+                        '"policy": "random"}}\' for single-board examples')
+    p.add_argument("--seed", type=int, default=0, help="base reset seed (episode i resets with seed + i; default 0)")
     p.add_argument("--out", required=True, help="output JSONL file")
     p.set_defaults(func=run)
 
@@ -34,6 +39,15 @@ def run(args) -> int:
         policy_kwargs = json.loads(args.policy_kwargs)
     except json.JSONDecodeError as e:
         raise ConfigError(f"--policy-kwargs must be a JSON object, got {args.policy_kwargs!r} ({e.msg})") from None
+    wrappers = []
+    for text in args.wrappers:
+        try:
+            wrapper = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--wrapper must be a JSON object, got {text!r} ({e.msg})") from None
+        if not isinstance(wrapper, dict) or not isinstance(wrapper.get("name"), str):
+            raise ConfigError(f'--wrapper must be a JSON object with a "name", got {text!r}')
+        wrappers.append(wrapper)
     values = {}
     if args.config:
         from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -44,8 +58,9 @@ def run(args) -> int:
                       train_size=c.train_size, val_size=c.val_size, split_seed=c.split_seed)
     if args.env:
         values["env"] = args.env
+    values["env_wrappers"] = [*values.get("env_wrappers", []), *wrappers]
     config = DemoConfig(**values, policy=args.policy, policy_kwargs=policy_kwargs, num_episodes=args.num_episodes,
-                        split=args.split, max_turns=args.max_turns)
+                        split=args.split, max_turns=args.max_turns, seed=args.seed)
     trajectories = make_demos(config)
     path = write_demos(trajectories, args.out, config)
     solved = sum(bool(t.metrics.get("success")) for t in trajectories)

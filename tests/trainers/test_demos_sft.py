@@ -79,6 +79,66 @@ def _wordle_demos(tokenizer, n=4):
     return make_demos(config, tokenizer)
 
 
+def _one_turn_demos(tokenizer, wrappers=(), n=12, seed=0):
+    """The main job's lexicon data: one spelled guess each, the teacher picking at random without openers."""
+    config = DemoConfig(num_episodes=n, serving={"assistant_prefix": PREFIX, "stop": ['"']}, max_turns=1, seed=seed,
+                        policy_kwargs={"choice": "random", "openers": [], "spelled": True},
+                        env_wrappers=[{"name": "SystemPrompt", "kwargs": {"text": "Play Wordle.", "tools": False}},
+                                      *wrappers])
+    return make_demos(config, tokenizer)
+
+
+def test_lexicon_demonstrations_spell_one_random_answer_word_each(chatml_tokenizer):
+    from mtrl_gym.envs.wordle import game
+
+    demos = _one_turn_demos(chatml_tokenizer)
+    infos = [t.final_info for t in demos]
+    assert all(len(t.turn_spans) == 1 and t.trainable_tokens > 0 for t in demos)
+    assert all(i["guesses_used"] == 1 and i["valid"] and i["spelled"] for i in infos)
+    words = [i["guess"] for i in infos]
+    assert set(words) <= set(game.answers()) and len(set(words)) >= 10  # spread words, not the opener list
+    from mtrl_gym.envs.wordle.teacher import STRONG_OPENERS
+
+    assert len(set(words) - set(STRONG_OPENERS)) >= 8
+    again = [t.final_info["guess"] for t in _one_turn_demos(chatml_tokenizer)]
+    other = [t.final_info["guess"] for t in _one_turn_demos(chatml_tokenizer, seed=10_000)]
+    assert again == words and other != words  # seeded
+
+
+def test_board_demonstrations_answer_random_boards_with_a_word_that_fits(chatml_tokenizer):
+    boards = [{"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], "policy": "random"}}]
+    infos = [t.final_info for t in _one_turn_demos(chatml_tokenizer, boards, n=16)]
+    assert {i["guesses_used"] for i in infos} <= {2, 3, 4, 5} and len({i["guesses_used"] for i in infos}) >= 2
+    assert all(i["valid"] and not i["repeated"] and i["clue_violations"] == 0 for i in infos)
+
+
+def test_the_demos_cli_adds_wrappers_and_refuses_a_bad_one(tmp_path, capsys):
+    from mtrl_gym.cli import main
+
+    out = tmp_path / "d.jsonl"
+    assert main(["demos", "--wrapper", "{not json", "--out", str(out)]) != 0
+    assert "--wrapper must be a JSON object" in capsys.readouterr().err and not out.exists()
+    assert main(["demos", "--wrapper", '{"kwargs": {}}', "--out", str(out)]) != 0
+    assert 'with a "name"' in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.slow
+def test_the_demos_cli_writes_single_board_examples(tmp_path):
+    """The main job's board data from the command line, with the real SmolLM2 tokenizer."""
+    import json
+
+    from mtrl_gym.cli import main
+
+    out = tmp_path / "boards.jsonl"
+    wrapper = '{"name": "PriorGuesses", "kwargs": {"num_priors": [2, 2], "policy": "random"}}'
+    assert main(["demos", "--config", "cpu-sft", "--policy-kwargs", '{"spelled": true}', "--wrapper", wrapper,
+                 "--max-turns", "1", "--seed", "7", "-n", "3", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["final_info"]["guesses_used"] for r in rows] == [3, 3, 3]
+    assert all(r["final_info"]["clue_violations"] == 0 and r["final_info"]["spelled"] for r in rows)
+    assert json.loads((tmp_path / "boards.jsonl.meta.json").read_text())["config"]["seed"] == 7
+
+
 class _Replay(Sampler):
     """Returns given token lists, one per turn, per session (in the order sessions first appear)."""
 

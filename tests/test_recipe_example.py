@@ -1,0 +1,63 @@
+"""The CPU recipe's own logic (examples/train_wordle_cpu.py): the short version's settings, the
+serving temperature chosen on training words, and the held-out table's intervals."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    spec = importlib.util.spec_from_file_location("recipe", ROOT / "examples" / "train_wordle_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe):
+    short = recipe.parse_args(["--short"])
+    assert (short.sft_steps, short.sft_lr, short.eval_tasks, short.sft_minutes) == (40, 2e-3, 16, None)
+    assert (short.demos, short.lexicon, short.boards, short.temperature_words) == (160, 320, 320, 16)
+    assert recipe.parse_args(["--short", "--boards", "0"]).boards == 0
+    full = recipe.parse_args([])
+    assert (full.sft_steps, full.sft_lr, full.eval_tasks, full.lexicon, full.boards) == (160, 5e-4, 128, 0, 0)
+    assert recipe.parse_args(["--short", "--eval-tasks", "4"]).eval_tasks == 4
+
+
+def test_the_temperature_is_chosen_on_training_words_by_new_real_words(recipe, monkeypatch):
+    """The rule: most new real words a turn, the higher temperature on a tie; the rows are the
+    training split's last words, never a validation word."""
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+    from mtrl_gym.trainers.grpo.data import load_task_splits
+
+    config = GRPOConfig.load("cpu-sft")
+    train, val = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
+                                  split_seed=config.split_seed)
+    rates = {0.3: 0.25, 0.5: 0.25, 0.7: 0.1, 1.0: 0.0}
+    seen = []
+
+    def fake_games(config, out, name, adapter, temperature, constrained=False, **tasks):
+        seen.append(tasks["tasks"])
+        return {"new_word_rate": rates[temperature]}
+
+    monkeypatch.setattr(recipe, "games", fake_games)
+    best, trials = recipe.serving_temperature(config, Path("unused"), "adapter", 16, list(rates))
+    assert best == 0.5 and set(trials) == {"0.3", "0.5", "0.7", "1"}
+    words = {row["answer"] for row in seen[0]}
+    assert seen[0] == train[-16:] and not words & {row["answer"] for row in val}
+
+
+def test_the_table_gives_intervals_and_no_valid_guess(recipe):
+    base = {"valid_word_rate": 0.0, "valid_word_low": 0.0, "valid_word_high": 0.038, "valid_words": 0, "turns": 96,
+            "new_word_rate": 0.0, "top_guess": "", "top_guess_share": 0.0}
+    trained = {"valid_word_rate": 0.25, "valid_word_low": 0.172, "valid_word_high": 0.348, "valid_words": 24,
+               "turns": 96, "top_guess": "irate", "top_guess_share": 0.3}
+    text = recipe.table({"base": base, "SFT": trained}, "held out, T=0.3 (recommended)")
+    assert "| held out, T=0.3 (recommended) | base | SFT |" in text
+    assert "| valid word | 0.0% [0.0%, 3.8%] (0/96) | 25.0% [17.2%, 34.8%] (24/96) |" in text
+    assert "no valid guess" in text and "30.0% (irate)" in text
