@@ -79,10 +79,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sft-minutes", type=float, default=None,
                    help="an optional SFT time cap (default: none; the step count decides, so a slow machine "
                         "gives the same table later rather than a worse one)")
-    p.add_argument("--sft-steps", type=int, default=160, help="SFT steps of 8 games (the schedule's length; default: 160)")
+    p.add_argument("--sft-steps", type=int, default=None,
+                   help="SFT steps of 8 examples (the schedule's length; default: 160, the short version: 40)")
     p.add_argument("--grpo-steps", type=int, default=6, help="GRPO steps of 6 x 6 episodes (default: 6)")
-    p.add_argument("--sft-lr", type=float, default=5e-4,
-                   help="SFT learning rate (default 5e-4; the short version's 18 steps use 2e-3)")
+    p.add_argument("--sft-lr", type=float, default=None,
+                   help="SFT learning rate (default 5e-4; the short version: 2e-3, for its fewer steps)")
     p.add_argument("--temperatures", default="0.3,0.5,0.7,1.0",
                    help="serving temperatures tried on training words (default: 0.3,0.5,0.7,1.0)")
     p.add_argument("--temperature-words", type=int, default=16,
@@ -100,12 +101,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args(argv)
-    if not args.short:
-        args.lexicon, args.boards = args.lexicon or 0, args.boards or 0
+    # the short version's settings (docs/training.md measures them); a flag given still wins
+    short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320}
+    full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0}
+    for key, value in (short if args.short else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     if args.short:
         args.demos, args.eval_tasks = 160, min(args.eval_tasks, 16)
-        args.sft_steps, args.sft_lr = 40, 2e-3  # a higher rate than the recipe's 160 steps (docs/training.md)
-        args.lexicon, args.boards = (320 if n is None else n for n in (args.lexicon, args.boards))
         args.grpo_steps = 2
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args

@@ -27,6 +27,8 @@ def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe):
     full = recipe.parse_args([])
     assert (full.sft_steps, full.sft_lr, full.eval_tasks, full.lexicon, full.boards) == (160, 5e-4, 128, 0, 0)
     assert recipe.parse_args(["--short", "--eval-tasks", "4"]).eval_tasks == 4
+    given = recipe.parse_args(["--short", "--sft-steps", "10", "--sft-lr", "1e-3"])  # a flag given is not overridden
+    assert (given.sft_steps, given.sft_lr) == (10, 1e-3)
 
 
 def test_the_temperature_is_chosen_on_training_words_by_new_real_words(recipe, monkeypatch):
