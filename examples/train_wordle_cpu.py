@@ -49,7 +49,6 @@ from pathlib import Path
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
 from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
-from mtrl_gym.envs.wordle.play_metrics import wilson_interval
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -189,10 +188,6 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     metrics = env_play_metrics(config.env, records) or {}
     metrics.update({"outcome_reward_mean": row["reward"]["value"], "eval_seconds": time.monotonic() - started,
                     "temperature": temperature})
-    for key in ("valid_word", "new_word"):  # Wilson 95 % intervals over turns
-        k = round(metrics.get(f"{key}_rate", 0.0) * metrics.get("turns", 0))
-        metrics[f"{key}s"] = k
-        metrics[f"{key}_low"], metrics[f"{key}_high"] = wilson_interval(k, metrics.get("turns", 0))
     return metrics
 
 

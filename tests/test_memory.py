@@ -12,12 +12,6 @@ from mtrl_gym.memory import PeakMemory, peak_rss_mb, rss_mb
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-phase peaks need /proc (Linux)")
 
 
-def _touch(mib: int) -> bytearray:
-    block = bytearray(mib * 2**20)
-    block[::4096] = b"x" * len(block[::4096])  # make every page resident
-    return block
-
-
 def _in_a_fresh_process(body: str) -> dict:
     """Run ``body`` in a new interpreter (the suite's own process holds freed pages that blur peaks)."""
     import json
@@ -29,7 +23,7 @@ def _in_a_fresh_process(body: str) -> dict:
         from mtrl_gym.memory import PeakMemory
         def touch(mib):
             block = bytearray(mib * 2**20)
-            block[::4096] = b"x" * len(block[::4096])
+            block[::4096] = b"x" * len(block[::4096])  # make every page resident
             return block
         peaks = PeakMemory()
     """) + textwrap.dedent(body) + "\nprint(json.dumps({'mb': peaks.mb, 'per_phase': peaks.per_phase, 'table': peaks.table(limit_mb=100)}))"

@@ -6,7 +6,9 @@ and the agent's raw assistant texts in order. Every game is replayed through the
 and each turn is scored against the board the agent saw before it:
 
 * ``valid_word_rate``: turns whose guess is a 5-letter dictionary word (repeats included);
-* ``new_word_rate``: valid turns whose word was not guessed before in the game;
+* ``new_word_rate``: valid turns whose word was not guessed before in the game; both with
+  their counts (``valid_words``, ``new_words``) and Wilson 95 % intervals over turns
+  (``valid_word_low``/``_high``, ``new_word_low``/``_high``);
 * ``consistency``: turns with at least one played guess on the board (turns 2-6) whose
   guess is a dictionary word that fits *all* feedback so far (it could be the secret);
   an invalid or repeated guess counts as inconsistent;
@@ -173,8 +175,12 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
     def rate(a, b):
         return (a / b if b else 0.0)
     cons, rand = rate(consistent, later), rate(random_sum, later)
+    valid_low, valid_high = wilson_interval(valid, turns)
+    new_low, new_high = wilson_interval(new, turns)
     return {"games": len(games), "turns": turns, "later_turns": later,
-            "valid_word_rate": rate(valid, turns), "new_word_rate": rate(new, turns),
+            "valid_word_rate": rate(valid, turns), "valid_words": valid, "valid_word_low": valid_low,
+            "valid_word_high": valid_high,
+            "new_word_rate": rate(new, turns), "new_words": new, "new_word_low": new_low, "new_word_high": new_high,
             "consistency": cons, "random_consistency": rand,
             "consistency_vs_random": cons / rand if rand else 0.0,
             "control_consistency": rate(control, later),

@@ -90,3 +90,13 @@ def test_env_play_metrics_reads_eval_records_and_skips_other_envs():
     m = env_play_metrics("mtrl/Wordle-v0", [record])
     assert m["games"] == 1 and m["turns"] == 1
     assert env_play_metrics("mtrl/SOP-DangerousGoods-v0", [record]) is None
+
+
+def test_valid_and_new_words_come_with_their_counts_and_wilson_intervals():
+    from mtrl_gym.envs.wordle.play_metrics import play_metrics, wilson_interval
+    from mtrl_gym.envs.wordle.solver import format_guess
+
+    m = play_metrics([("paste", [format_guess("crane"), format_guess("crane"), "zzzzz", format_guess("paste")])])
+    assert (m["turns"], m["valid_words"], m["new_words"]) == (4, 3, 2)
+    assert (m["valid_word_low"], m["valid_word_high"]) == wilson_interval(3, 4)
+    assert (m["new_word_low"], m["new_word_high"]) == wilson_interval(2, 4)
