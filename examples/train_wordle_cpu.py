@@ -17,6 +17,12 @@ already in ``--out`` (so an interrupted run continues):
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
    tokens only), for ``--sft-steps`` steps of 8 examples (no time cap unless
    ``--sft-minutes``: a slow machine gives the same table, later).
+   *A second round* (``--dagger GAMES`` or ``--expert-iteration GAMES``): the SFT model plays
+   full games on training words the demonstrations did not start from, and SFT continues from
+   its adapter for ``--round2-steps`` steps on those games and the demonstrations. DAgger: the
+   teacher labels every board the model reached (its own turns are context, without loss);
+   expert iteration: the model *with dictionary decoding* plays, and each game up to its first
+   guess that does not fit the clues is copied (``mtrl_gym.trainers.demos.learner_demos``).
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **A serving temperature, chosen on training words** (never the validation split): the
@@ -64,10 +70,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/wordle-cpu", help="output folder (default: runs/wordle-cpu)")
     p.add_argument("--short", action="store_true",
-                   help="the small version: 160 games + 320 lexicon + 320 board examples, 40 SFT steps at learning "
-                        "rate 2e-3, 2 GRPO steps of 2 x 4 episodes, the temperature chosen on 16 training words, "
-                        "16 held-out words, dictionary decoding at temperature 1.0 only and not for the base model")
-    p.add_argument("--demos", type=int, default=960, help="teacher games (training words, cycled; default 960)")
+                   help="the small version (docs/training.md gives its settings and why): fewer games, lexicon "
+                        "data, a short SFT, 2 small GRPO steps, 16 held-out words")
+    p.add_argument("--demos", type=int, default=None,
+                   help="teacher games (training words, cycled; default 960, the short version: 160)")
     p.add_argument("--lexicon", type=int, default=None,
                    help="lexicon examples: first guesses of a random answer word (default 0; the short version: 320)")
     p.add_argument("--boards", type=int, default=None,
@@ -80,7 +86,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "gives the same table later rather than a worse one)")
     p.add_argument("--sft-steps", type=int, default=None,
                    help="SFT steps of 8 examples (the schedule's length; default: 160, the short version: 40)")
-    p.add_argument("--grpo-steps", type=int, default=6, help="GRPO steps of 6 x 6 episodes (default: 6)")
+    p.add_argument("--grpo-steps", type=int, default=None,
+                   help="GRPO steps of 6 x 6 episodes (default: 6; the short version: 2 steps of 2 x 4)")
+    p.add_argument("--dagger", type=int, default=0, metavar="GAMES",
+                   help="DAgger: after SFT the model plays GAMES full games on training words at temperature "
+                        f"{LEARNER_TEMPERATURE:g}, the teacher labels every board it reached, and SFT continues "
+                        "--round2-steps steps on those labels and the demonstrations (default 0: off)")
+    p.add_argument("--expert-iteration", type=int, default=0, metavar="GAMES",
+                   help="expert iteration: after SFT the model *with dictionary decoding* plays GAMES full games on "
+                        "training words at 1.0; each game up to its first guess that does not fit the clues becomes "
+                        "SFT data for the plain model (--round2-steps more steps; default 0: off)")
+    p.add_argument("--round2-steps", type=int, default=16,
+                   help="SFT steps of the second round, on the learner's games (default 16)")
     p.add_argument("--sft-lr", type=float, default=None,
                    help="SFT learning rate (default 5e-4; the short version: 2e-3, for its fewer steps)")
     p.add_argument("--temperatures", default="0.3,0.5,0.7,1.0",
@@ -100,15 +117,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args(argv)
+    if args.dagger < 0 or args.expert_iteration < 0 or args.round2_steps < 1:
+        p.error("--dagger and --expert-iteration take a number of games >= 0, --round2-steps a number >= 1")
+    if args.dagger and args.expert_iteration:
+        p.error("--dagger and --expert-iteration each make the second round's data: give one of them")
     # the short version's settings (docs/training.md measures them); a flag given still wins
-    short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320}
-    full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0}
+    short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2}
+    full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0, "demos": 960, "grpo_steps": 6}
     for key, value in (short if args.short else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.short:
-        args.demos, args.eval_tasks = 160, min(args.eval_tasks, 16)
-        args.grpo_steps = 2
+        args.eval_tasks = min(args.eval_tasks, 16)
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args
 
@@ -138,20 +158,66 @@ def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> l
     return made
 
 
-def supervised(demos: list[Path], out: Path, args: argparse.Namespace) -> tuple[Path, dict]:
-    """SFT on the demonstrations; returns the adapter folder and the run summary."""
+def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adapter: Path | None = None,
+               steps: int | None = None) -> tuple[Path, dict]:
+    """SFT on the demonstrations (from ``init_adapter``: a second round, ``steps`` long);
+    returns the adapter folder and the run summary."""
     done = out / "summary.json"
     if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
         return Path(summary["adapter"]), summary
     config = SFTConfig(demos=[str(d) for d in demos], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
-                       max_steps=args.sft_steps, max_minutes=args.sft_minutes,
+                       max_steps=steps or args.sft_steps, max_minutes=args.sft_minutes,
+                       init_adapter=None if init_adapter is None else str(init_adapter),
                        lora={"rank": 16, "alpha": 32, "layers": 12}, learning_rate=args.sft_lr,
                        optimizer={"warmup_steps": 3}, autocast_dtype=None, checkpoints={"save_every": 20},
                        micro_batch_tokens=args.micro_batch_tokens)
     resume = out if (out / "checkpoints").is_dir() else None
     summary = SFTTrainer(config, resume=resume).train()
     return Path(summary["adapter"]), summary
+
+
+LEARNER_TEMPERATURE = 0.5  # DAgger's games: near the temperature the short version recommends
+
+
+def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Namespace) -> Path:
+    """The second round's data, from the SFT model's own games on training words the
+    demonstrations did not start from (``--dagger``: every board it reached, labelled by the
+    teacher; ``--expert-iteration``: its dictionary-decoded games, each up to its first guess
+    that does not fit the clues). Returns the file."""
+    from mtrl_gym.envs.wordle.play_metrics import board_consistent, replay_game
+    from mtrl_gym.trainers.demos import learner_demos
+
+    n, relabel = (args.dagger, True) if args.dagger else (args.expert_iteration, False)
+    path = out / ("dagger.jsonl" if relabel else "expert.jsonl")
+    if path.is_file():
+        return path
+    train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
+                                val_size=config.val_size, split_seed=config.split_seed)
+    start = args.demos % len(train)  # the short version's games use the first 160 words
+    rows = [train[(start + i) % (len(train) - args.temperature_words)] for i in range(n)]
+    name = "dagger" if relabel else "expert"
+    games(config, out / f"{name}-games", name, str(adapter), LEARNER_TEMPERATURE if relabel else 1.0,
+          constrained=not relabel, tasks=rows)
+    by_id = {row["id"]: row for row in rows}
+    played = []
+    for record in read_records(out / f"{name}-games" / "trajectories" / f"{name}.jsonl"):
+        row = by_id[record["task_id"]]
+        actions = [str(m.get("content") or "") for m in record["messages"] if m.get("role") == "assistant"]
+        if not relabel:  # the game up to its first guess that does not fit the board
+            turns, _ = replay_game(row["answer"], actions)
+            keep = next((i for i, t in enumerate(turns) if t.repeated or not board_consistent(t.guess, t.board)),
+                        len(turns))
+            actions = actions[:keep]
+        if actions:
+            played.append((row, actions))
+    system = [config.env_wrappers[0]]
+    demo = DemoConfig(env=config.env, env_wrappers=system, policy="teacher",
+                      policy_kwargs={"choice": args.teacher, "spelled": True}, num_episodes=1, model=config.model,
+                      serving=config.serving, max_episode_tokens=config.episode.max_tokens,
+                      train_size=config.train_size, val_size=config.val_size, split_seed=config.split_seed, seed=30_000)
+    write_demos(learner_demos(demo, played, relabel=relabel), path, demo)
+    return path
 
 
 def reinforce(config: GRPOConfig) -> tuple[Path, dict]:
@@ -255,6 +321,18 @@ def main() -> None:
         sft_adapter, sft_summary = supervised(demos, out / "sft", args)
     print(f"SFT: {sft_summary['steps']} steps in {sft_summary['seconds'] / 60:.1f} min -> {sft_adapter}", flush=True)
     memory.release()
+    first_adapter = sft_adapter
+    if args.dagger or args.expert_iteration:
+        with peaks("learner data"):
+            extra = learner_data(preset, out, sft_adapter, args)
+        memory.release()
+        with peaks("SFT, round 2"):
+            sft_adapter, round2 = supervised([*demos, extra], out / "sft2", args, init_adapter=first_adapter,
+                                             steps=args.round2_steps)
+        sft_summary = {**sft_summary, "round2": round2, "seconds": sft_summary["seconds"] + round2["seconds"]}
+        print(f"SFT round 2 on {extra}: {round2['steps']} steps in {round2['seconds'] / 60:.1f} min -> {sft_adapter}",
+              flush=True)
+        memory.release()
 
     config = preset.replace(init_adapter=str(sft_adapter))
     with peaks("GRPO"):
@@ -277,6 +355,8 @@ def main() -> None:
               flush=True)
 
     runs = [("SFT", str(sft_adapter), False), ("SFT + GRPO", str(grpo_adapter), False)]
+    if first_adapter != sft_adapter:  # the second round's gain, against the first round alone
+        runs.insert(0, ("SFT, round 1", str(first_adapter), False))
     if not args.skip_base:
         runs.insert(0, ("base", None, False))
     if args.dictionary:  # dictionary decoding: its own policy, beside (never mixed with) the plain model

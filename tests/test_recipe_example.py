@@ -27,8 +27,10 @@ def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe):
     full = recipe.parse_args([])
     assert (full.sft_steps, full.sft_lr, full.eval_tasks, full.lexicon, full.boards) == (160, 5e-4, 128, 0, 0)
     assert recipe.parse_args(["--short", "--eval-tasks", "4"]).eval_tasks == 4
-    given = recipe.parse_args(["--short", "--sft-steps", "10", "--sft-lr", "1e-3"])  # a flag given is not overridden
-    assert (given.sft_steps, given.sft_lr) == (10, 1e-3)
+    assert (short.grpo_steps, full.grpo_steps, full.demos, full.dagger, full.expert_iteration) == (2, 6, 960, 0, 0)
+    given = recipe.parse_args(["--short", "--sft-steps", "10", "--sft-lr", "1e-3", "--grpo-steps", "8",
+                               "--demos", "64"])  # a flag given is not overridden
+    assert (given.sft_steps, given.sft_lr, given.grpo_steps, given.demos) == (10, 1e-3, 8, 64)
 
 
 def test_the_temperature_is_chosen_on_training_words_by_new_real_words(recipe, monkeypatch):
@@ -63,3 +65,59 @@ def test_the_table_gives_intervals_and_no_valid_guess(recipe):
     assert "| held out, T=0.3 (recommended) | base | SFT |" in text
     assert "| valid word | 0.0% [0.0%, 3.8%] (0/96) | 25.0% [17.2%, 34.8%] (24/96) |" in text
     assert "no valid guess" in text and "30.0% (irate)" in text
+
+
+@pytest.mark.parametrize("relabel", [True, False])
+def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at_the_first_misfit(
+        recipe, monkeypatch, tmp_path, relabel):
+    import json
+
+    from mtrl_gym.envs.wordle import game
+    from mtrl_gym.envs.wordle.play_metrics import board_consistent
+    from mtrl_gym.trainers import demos as demos_module
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+    from mtrl_gym.trainers.grpo.data import load_task_splits
+
+    config = GRPOConfig.load("cpu-sft")
+    train, val = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
+                                  split_seed=config.split_seed)
+    prefix = config.serving.assistant_prefix
+    played, made = [], []
+
+    def spelled(word):
+        return prefix + " ".join(word.upper()) + '"'
+
+    def fake_games(config, out, name, adapter, temperature, constrained=False, **tasks):
+        played.append((temperature, constrained, tasks["tasks"]))
+        (out / "trajectories").mkdir(parents=True)
+        lines = []
+        for i, row in enumerate(tasks["tasks"]):
+            first = next(w for w in ("crane", "slate", "pious") if w != row["answer"])
+            fits = next(w for w in game.answers() if w != first and board_consistent(
+                w, [(first, game.pattern_code(game.feedback(first, row["answer"])))]))
+            actions = [spelled(first), spelled(fits), spelled(first), "not a word"]  # the repeat does not fit
+            lines.append({"task_index": i, "sample_index": 0, "task_id": row["id"],
+                          "messages": [{"role": "assistant", "content": a} for a in actions]})
+        path = out / "trajectories" / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return {}
+
+    def fake_learner_demos(demo, games, *, relabel):
+        made.append((relabel, games))
+        return []
+
+    monkeypatch.setattr(recipe, "games", fake_games)
+    monkeypatch.setattr(demos_module, "learner_demos", fake_learner_demos)
+    args = recipe.parse_args(["--short", "--dagger" if relabel else "--expert-iteration", "24"])
+    path = recipe.learner_data(config, tmp_path, Path("adapter"), args)
+    assert path.name == ("dagger.jsonl" if relabel else "expert.jsonl") and path.is_file()
+    ((temperature, constrained, rows),) = played
+    assert (temperature, constrained) == ((recipe.LEARNER_TEMPERATURE, False) if relabel else (1.0, True))
+    assert rows == train[160:184]  # after the 160 games' words, before the temperature's last 16 and never val
+    assert not {r["id"] for r in rows} & {r["id"] for r in train[-16:] + val}
+    ((flag, games),) = made
+    assert flag is relabel and [row for row, _ in games] == rows
+    # DAgger keeps every turn (the teacher labels them all); expert iteration the turns before the misfit
+    assert all(len(actions) == (4 if relabel else 2) for _, actions in games)
+    with pytest.raises(SystemExit):
+        recipe.parse_args(["--dagger", "8", "--expert-iteration", "8"])

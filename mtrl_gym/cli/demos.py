@@ -4,11 +4,19 @@ Thin over :func:`mtrl_gym.trainers.demos.make_demos`. ``--config PRESET`` takes 
 serving wrappers (the preset's first wrapper, its system prompt), format prefill and stop
 strings of a GRPO preset, so the demonstrations are in the format the model is trained and
 evaluated in. The val split is refused.
+
+``--learner RECORDS`` makes them from a model's own games instead
+(:func:`~mtrl_gym.trainers.demos.learner_demos`): the episode records of ``mtrl-gym eval``
+on *training* tasks (a record of any other task is refused). ``--relabel`` is DAgger: the
+reference policy labels every board the model reached; without it, the model's solved games
+are copied whole (expert iteration: evaluate with ``--constrained`` to copy a dictionary-decoded
+policy's wins into the plain model).
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 
 def register(sub) -> None:
@@ -26,6 +34,12 @@ def register(sub) -> None:
                    help='a wrapper after the config\'s system prompt, as {"name": ..., "kwargs": {...}} '
                         '(repeatable), e.g. \'{"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], '
                         '"policy": "random"}}\' for single-board examples')
+    p.add_argument("--learner", default=None, metavar="RECORDS",
+                   help="a model's evaluation records (trajectories/<run>.jsonl of `mtrl-gym eval` on training "
+                        "tasks): make the demonstrations from its games (-n and --max-turns are then unused)")
+    p.add_argument("--relabel", action="store_true",
+                   help="with --learner: DAgger, the reference policy labels every board the model reached "
+                        "(default: copy the model's solved games whole)")
     p.add_argument("--seed", type=int, default=0, help="base reset seed (episode i resets with seed + i; default 0)")
     p.add_argument("--out", required=True, help="output JSONL file")
     p.set_defaults(func=run)
@@ -61,9 +75,42 @@ def run(args) -> int:
     values["env_wrappers"] = [*values.get("env_wrappers", []), *wrappers]
     config = DemoConfig(**values, policy=args.policy, policy_kwargs=policy_kwargs, num_episodes=args.num_episodes,
                         split=args.split, max_turns=args.max_turns, seed=args.seed)
-    trajectories = make_demos(config)
+    if args.relabel and not args.learner:
+        raise ConfigError("--relabel labels a model's games: give them with --learner RECORDS")
+    trajectories = make_demos(config) if not args.learner else learner_games(config, args.learner, args.relabel)
     path = write_demos(trajectories, args.out, config)
     solved = sum(bool(t.metrics.get("success")) for t in trajectories)
     print(f"wrote {len(trajectories)} demonstrations to {path} ({solved} solved, "
           f"{sum(t.trainable_tokens for t in trajectories)} assistant tokens)")
     return 0
+
+
+def learner_games(config, path: str, relabel: bool):
+    """:func:`~mtrl_gym.trainers.demos.learner_demos` of the evaluation records in ``path``,
+    each matched to its training task by ``task_id``; a record of another task is refused."""
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.evaluation import read_records
+    from mtrl_gym.trainers.demos import learner_demos
+    from mtrl_gym.trainers.grpo.data import load_task_splits
+
+    if not os.path.isfile(path):
+        raise ConfigError(f"--learner {path!r} does not exist (give `mtrl-gym eval`'s <out>/trajectories/<run>.jsonl)")
+    records = read_records(path)
+    if not records:
+        raise ConfigError(f"--learner {path!r} holds no evaluation records (give `mtrl-gym eval`'s "
+                          "<out>/trajectories/<run>.jsonl)")
+    train, _ = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
+                                split_seed=config.split_seed)
+    rows = {str(row.get("id")): row for row in train or []}
+    games = []
+    for record in records:
+        row = rows.get(str(record.get("task_id")))
+        if row is None:
+            raise ConfigError(f"--learner record of task {record.get('task_id')!r} is not a training task of "
+                              f"{config.env} (split_seed {config.split_seed}): a model's games on evaluation "
+                              "tasks must not become training data")
+        if not relabel and not record.get("success"):
+            continue
+        games.append((row, [str(m.get("content") or "") for m in record.get("messages") or []
+                            if m.get("role") == "assistant"]))
+    return learner_demos(config, games, relabel=relabel)

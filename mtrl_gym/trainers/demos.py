@@ -18,6 +18,11 @@ Reference policies by name (:func:`reference_policy`), from the env's profile: W
 random / solver) and ``solver`` (the entropy solver); SOP domains ``teacher``/``solver``
 (the domain's reference procedure, :class:`~mtrl_gym.envs.sop.replay.OracleReplay`).
 
+:func:`learner_demos` makes demonstrations from a *learner's* recorded games, replayed by the
+same engine (:class:`Replay` plays the recorded actions, then the reference policy):
+DAgger (the reference policy labels every board the learner reached; the learner's own turns
+are context, without loss) or expert iteration (chosen games copied whole).
+
 Demonstrations are never made from evaluation tasks: ``split="val"`` (or an env made with
 ``split="val"``) raises :class:`~mtrl_gym.error.ConfigError`.
 
@@ -48,8 +53,8 @@ from mtrl_gym.rollout.samplers.base import (
 )
 from mtrl_gym.rollout.trajectory import Trajectory, save_jsonl
 
-__all__ = ["DemoConfig", "TeacherSampler", "PolicyDriven", "reference_policy", "make_demos", "teacher_tokens",
-           "POLICY_NAMES", "read_demo_meta"]
+__all__ = ["DemoConfig", "TeacherSampler", "PolicyDriven", "Replay", "reference_policy", "make_demos",
+           "learner_demos", "teacher_tokens", "POLICY_NAMES", "read_demo_meta"]
 
 POLICY_NAMES = ("teacher", "solver")
 _POLICY_SALT = 0x54454143  # "TEAC": the policy's draws, apart from the env's
@@ -243,12 +248,14 @@ def _train_tasks(config: DemoConfig) -> list[dict[str, Any]] | None:
 
 
 def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gymnasium.Env] | None = None,
-               tasks: Sequence[Mapping[str, Any] | None] | None = None) -> list[Trajectory]:
+               tasks: Sequence[Mapping[str, Any] | None] | None = None,
+               policy_wrapper: Callable[[Any], Any] | None = None) -> list[Trajectory]:
     """Play ``config.num_episodes`` demonstrations; returns their trajectories.
 
     ``tokenizer`` defaults to ``config.model``'s; ``env`` (an id or factory) replaces
     ``config.env``; ``tasks`` replaces the generated training split (None rows let the env
-    draw tasks from the reset seeds).
+    draw tasks from the reset seeds); ``policy_wrapper`` wraps each env's reference policy
+    (e.g. :class:`Replay`).
     """
     from mtrl_gym.rollout.sources.local import build_wrappers
 
@@ -260,7 +267,8 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
     wrappers = build_wrappers(config.env_wrappers)
 
     def driven(e: gymnasium.Env) -> gymnasium.Env:
-        return PolicyDriven(e, reference_policy(config.policy, e, **config.policy_kwargs))
+        policy = reference_policy(config.policy, e, **config.policy_kwargs)
+        return PolicyDriven(e, policy_wrapper(policy) if policy_wrapper is not None else policy)
 
     rows = list(tasks) if tasks is not None else _train_tasks(config)
     if not rows:
@@ -274,6 +282,91 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
                             assistant_prefix=config.serving.assistant_prefix, unfinished_reward="sum")
     with _DemoEngine(source, sampler, tokenizer, rollout, wrappers=[*wrappers, driven]) as engine:
         return engine.collect(chosen, seed=config.seed)
+
+
+#: The task-row field :class:`Replay` reads the recorded actions from.
+REPLAY_KEY = "replay_actions"
+
+
+class Replay:
+    """A text policy that first plays the actions its task row lists under ``key`` (a learner's
+    recorded game), then hands over to ``policy``. ``policy`` sees every turn, replayed ones
+    included, so its state follows the board; its choices for the replayed turns are dropped."""
+
+    def __init__(self, policy: Any, key: str = REPLAY_KEY):
+        self.policy = policy
+        self.key = key
+        self.actions: list[str] = []
+        self.turn = 0
+
+    def reset(self, info: Mapping[str, Any], rng: np.random.Generator, **episode: Any) -> None:
+        self.policy.reset(info, rng, **episode)
+        task = episode.get("task")
+        self.actions = [str(a) for a in (task.get(self.key) or [])] if isinstance(task, Mapping) else []
+        self.turn = 0
+
+    def __call__(self, observation: str, info: Mapping[str, Any]) -> str:
+        label = self.policy(observation, info)
+        turn, self.turn = self.turn, self.turn + 1
+        return self.actions[turn] if turn < len(self.actions) else label
+
+
+def learner_demos(config: DemoConfig, games: Sequence[tuple[Mapping[str, Any], Sequence[str]]], *,
+                  relabel: bool, tokenizer=None) -> list[Trajectory]:
+    """Demonstrations made from a learner's own games: ``games`` are ``(task row, actions)``,
+    the assistant texts the learner wrote in that task's episode (an evaluation record's).
+
+    * ``relabel=True`` (DAgger): one example per turn ``t`` of every game: the learner's first
+      ``t`` actions replayed as context (no loss on them), then the reference policy's action
+      for the board they left (the target). The model learns the teacher's answer on the boards
+      *it* reaches, mistakes included, which teacher-only games never show it.
+    * ``relabel=False`` (expert iteration): the game itself, every action a target (pass only
+      the games worth copying, e.g. a constrained policy's solved or clue-consistent ones).
+
+    Episodes are replayed by the rollout engine, so the tokens are the serving format's, as
+    in :func:`make_demos`. A replayed action the env takes differently than it did for the
+    learner (another wrapper stack) changes the board, not the format. Returns the
+    trajectories; a replay that fails, or that the env ends before the turn to label, is left
+    out with a warning that counts them.
+    """
+    import warnings
+    from dataclasses import replace
+
+    if tokenizer is None:
+        from mtrl_gym import models
+
+        tokenizer = models.load_tokenizer(config.model)
+    prefix = config.serving.assistant_prefix
+    jobs: dict[int, list[dict[str, Any]]] = {}  # turns to play -> rows
+    for row, actions in games:
+        actions = [str(a) for a in actions]
+        bad = next((a for a in actions if not a.startswith(prefix)), None)
+        if bad is not None:
+            raise ConfigError(f"the learner's action {bad[:80]!r} (task {row.get('id')!r}) does not start with the "
+                              f"format prefill {prefix!r}: play the learner's games in the demonstrations' format "
+                              "(the same serving settings)")
+        cuts = range(len(actions)) if relabel else ([len(actions) - 1] if actions else [])
+        for t in cuts:
+            jobs.setdefault(t + 1, []).append({**row, REPLAY_KEY: actions[:t] if relabel else actions})
+    out: list[Trajectory] = []
+    dropped = 0
+    for turns, rows in sorted(jobs.items()):
+        demo = replace(config, num_episodes=len(rows), max_turns=turns)
+        for traj in make_demos(demo, tokenizer, tasks=rows, policy_wrapper=Replay):
+            if traj.failed or len(traj.turn_spans) < turns:
+                dropped += 1  # the replay failed, or the env ended it early: no board to label
+                continue
+            if relabel:
+                mask = list(traj.loss_mask)
+                for start, end in traj.turn_spans[:turns - 1]:
+                    mask[start:end] = [0] * (end - start)
+                traj.loss_mask = mask
+            out.append(traj)
+    if dropped:
+        warnings.warn(f"{dropped} of {dropped + len(out)} learner examples were left out: their replay failed or "
+                      "ended before the turn to label (were the games played with other wrappers or tasks?)",
+                      stacklevel=2)
+    return out
 
 
 def write_demos(trajectories: Sequence[Trajectory], path: str | os.PathLike, config: DemoConfig) -> Path:

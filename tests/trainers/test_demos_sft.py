@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from mtrl_gym.envs.wordle.profile import wordle_split
+from mtrl_gym.envs.wordle.solver import format_guess
 from mtrl_gym.envs.wordle.teacher import ConsistentTeacher
 from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.demos import DemoConfig
@@ -61,6 +62,25 @@ def test_teacher_rejects_bad_options():
         ConsistentTeacher("greedy")
     with pytest.raises(ConfigError, match="openers must be allowed"):
         ConsistentTeacher(openers=("zzzzz",))
+    with pytest.raises(ConfigError, match='a list of words or "answers"'):
+        ConsistentTeacher(openers="slate")
+
+
+def test_a_teacher_opening_from_the_answer_list_spreads_its_first_guess_and_then_plays_ranked():
+    from mtrl_gym.envs.wordle import game
+
+    env = gymnasium.make("mtrl/Wordle-v0")
+    teacher, ranked = ConsistentTeacher(openers="answers"), ConsistentTeacher(openers=())
+    firsts = []
+    for i, row in enumerate(wordle_split()[0][:40]):
+        obs, info = env.reset(seed=i, options={"task": row})
+        teacher.reset(info, np.random.default_rng(i))
+        obs, _, _, _, info = env.step(teacher(obs, info))
+        firsts.append(info["guess"])
+        ranked.reset({"prior_guesses": [{"guess": info["guess"], "feedback": info["feedback"]}]},
+                     np.random.default_rng(0))
+        assert teacher(obs, info) == format_guess(ranked.choose()) or info["solved"]  # then the ranked pick
+    assert set(firsts) <= set(game.answers()) and len(set(firsts)) >= 35
 
 
 # ---------------------------------------------------------------------------- demonstrations

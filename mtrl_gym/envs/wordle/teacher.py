@@ -78,15 +78,20 @@ class ConsistentTeacher:
     Args:
         choice: ``"ranked"``, ``"random"`` or ``"solver"`` (how a candidate is picked).
         openers: the words the first guess is drawn from (default :data:`STRONG_OPENERS`);
-            an empty tuple lets ``choice`` pick the first guess too.
+            ``"answers"``: the whole answer list (a uniformly random answer word); an empty
+            tuple lets ``choice`` pick the first guess too.
         spelled: write each guess spelled out, ``"R E S I N"`` (the env accepts every form).
         tagged: write each guess spelled out with its letters' positions, ``"R1 E2 S3 I4 N5"``.
     """
 
-    def __init__(self, choice: str = "ranked", openers: Sequence[str] = STRONG_OPENERS, spelled: bool = False,
+    def __init__(self, choice: str = "ranked", openers: Sequence[str] | str = STRONG_OPENERS, spelled: bool = False,
                  tagged: bool = False):
         if choice not in TEACHER_CHOICES:
             raise ConfigError(f"`choice` must be one of {TEACHER_CHOICES}, got {choice!r}")
+        if isinstance(openers, str):
+            if openers != "answers":
+                raise ConfigError(f'`openers` must be a list of words or "answers", got {openers!r}')
+            openers = game.answers()
         index = game.allowed_index()
         bad = [w for w in openers if w not in index]
         if bad:

@@ -57,6 +57,10 @@ class SFTConfig(ConfigBase):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, more time)."""
 
+    init_adapter: str | None = None
+    """A LoRA adapter folder to start from (an earlier SFT run's ``checkpoints/step_N/adapter``):
+    it is loaded and trained further, with its own rank and modules (the ``lora`` group is then
+    unused); a second round on new data, e.g. a learner's own games relabelled by the teacher."""
     lora: LoRASettings = field(default_factory=lambda: LoRASettings(rank=16, alpha=32.0))
     """The LoRA adapter that is trained (rank 16, alpha 32 by default) or ``full_finetune``."""
 
@@ -113,6 +117,9 @@ class SFTConfig(ConfigBase):
             raise ConfigError(f"`max_minutes` must be > 0 or None, got {self.max_minutes!r}")
         if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
             raise ConfigError(f"`learning_rate` must be a finite number > 0, got {self.learning_rate!r}")
+        if self.init_adapter is not None and self.lora.full_finetune:
+            raise ConfigError("`init_adapter` continues a LoRA adapter, and `lora.full_finetune` trains every weight "
+                              "instead: set one of them")
         if self.packing not in _PACKING:
             raise ConfigError(f"`packing` must be one of {_PACKING}, got {self.packing!r}")
 

@@ -67,7 +67,7 @@ class SFTTrainer:
 
     def __init__(self, config: SFTConfig, *, model: Any = None, tokenizer: Any = None,
                  demos: list[Trajectory] | None = None, tracker: Any = None, resume: str | Path | None = None):
-        from mtrl_gym.trainers.grpo.trainer import seed_everything
+        from mtrl_gym.trainers.grpo.trainer import load_init_adapter, seed_everything
 
         self.config = c = config
         self.run_dir = Path(c.output_dir)
@@ -79,6 +79,8 @@ class SFTTrainer:
         if model is None:
             model, tokenizer = load_model(c)
         self.tokenizer = tokenizer
+        if c.init_adapter is not None:
+            model = load_init_adapter(model, c.init_adapter)
         self.policy = prepare_policy(model, **c.lora.policy_kwargs(),
                                      gradient_checkpointing=c.gradient_checkpointing, seed=c.seed)
         self.device = next(self.policy.parameters()).device
