@@ -186,7 +186,7 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
     teacher; ``--expert-iteration``: its dictionary-decoded games, each up to its first guess
     that does not fit the clues). Returns the file."""
     from mtrl_gym.envs.wordle.play_metrics import board_consistent, replay_game
-    from mtrl_gym.trainers.demos import learner_demos
+    from mtrl_gym.trainers.demos import learner_demos, recorded_actions
 
     n, relabel = (args.dagger, True) if args.dagger else (args.expert_iteration, False)
     path = out / ("dagger.jsonl" if relabel else "expert.jsonl")
@@ -203,7 +203,7 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
     played = []
     for record in read_records(out / f"{name}-games" / "trajectories" / f"{name}.jsonl"):
         row = by_id[record["task_id"]]
-        actions = [str(m.get("content") or "") for m in record["messages"] if m.get("role") == "assistant"]
+        actions = recorded_actions(record)
         if not relabel:  # the game up to its first guess that does not fit the board
             turns, _ = replay_game(row["answer"], actions)
             keep = next((i for i, t in enumerate(turns) if t.repeated or not board_consistent(t.guess, t.board)),

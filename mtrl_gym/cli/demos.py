@@ -90,8 +90,7 @@ def learner_games(config, path: str, relabel: bool):
     each matched to its training task by ``task_id``; a record of another task is refused."""
     from mtrl_gym.error import ConfigError
     from mtrl_gym.evaluation import read_records
-    from mtrl_gym.trainers.demos import learner_demos
-    from mtrl_gym.trainers.grpo.data import load_task_splits
+    from mtrl_gym.trainers.demos import learner_demos, recorded_actions, train_tasks
 
     if not os.path.isfile(path):
         raise ConfigError(f"--learner {path!r} does not exist (give `mtrl-gym eval`'s <out>/trajectories/<run>.jsonl)")
@@ -99,9 +98,7 @@ def learner_games(config, path: str, relabel: bool):
     if not records:
         raise ConfigError(f"--learner {path!r} holds no evaluation records (give `mtrl-gym eval`'s "
                           "<out>/trajectories/<run>.jsonl)")
-    train, _ = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
-                                split_seed=config.split_seed)
-    rows = {str(row.get("id")): row for row in train or []}
+    rows = {str(row.get("id")): row for row in train_tasks(config) or []}
     games = []
     for record in records:
         row = rows.get(str(record.get("task_id")))
@@ -111,6 +108,5 @@ def learner_games(config, path: str, relabel: bool):
                               "tasks must not become training data")
         if not relabel and not record.get("success"):
             continue
-        games.append((row, [str(m.get("content") or "") for m in record.get("messages") or []
-                            if m.get("role") == "assistant"]))
+        games.append((row, recorded_actions(record)))
     return learner_demos(config, games, relabel=relabel)

@@ -54,7 +54,7 @@ from mtrl_gym.rollout.samplers.base import (
 from mtrl_gym.rollout.trajectory import Trajectory, save_jsonl
 
 __all__ = ["DemoConfig", "TeacherSampler", "PolicyDriven", "Replay", "reference_policy", "make_demos",
-           "learner_demos", "teacher_tokens", "POLICY_NAMES", "read_demo_meta"]
+           "learner_demos", "recorded_actions", "train_tasks", "teacher_tokens", "POLICY_NAMES", "read_demo_meta"]
 
 POLICY_NAMES = ("teacher", "solver")
 _POLICY_SALT = 0x54454143  # "TEAC": the policy's draws, apart from the env's
@@ -239,7 +239,8 @@ class DemoConfig(ConfigBase):
             raise ConfigError(f"`policy` must be one of {POLICY_NAMES}, got {self.policy!r}")
 
 
-def _train_tasks(config: DemoConfig) -> list[dict[str, Any]] | None:
+def train_tasks(config: DemoConfig) -> list[dict[str, Any]] | None:
+    """The training split's task rows of ``config`` (the rows demonstrations may be made from)."""
     from mtrl_gym.trainers.grpo.data import load_task_splits
 
     train, _ = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
@@ -270,7 +271,7 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
         policy = reference_policy(config.policy, e, **config.policy_kwargs)
         return PolicyDriven(e, policy_wrapper(policy) if policy_wrapper is not None else policy)
 
-    rows = list(tasks) if tasks is not None else _train_tasks(config)
+    rows = list(tasks) if tasks is not None else train_tasks(config)
     if not rows:
         rows = [None]
     chosen = [rows[i % len(rows)] for i in range(config.num_episodes)]
@@ -309,6 +310,11 @@ class Replay:
         label = self.policy(observation, info)
         turn, self.turn = self.turn, self.turn + 1
         return self.actions[turn] if turn < len(self.actions) else label
+
+
+def recorded_actions(record: Mapping[str, Any]) -> list[str]:
+    """The assistant texts of an episode record (``messages``), in order: the actions it played."""
+    return [str(m.get("content") or "") for m in record.get("messages") or [] if m.get("role") == "assistant"]
 
 
 def learner_demos(config: DemoConfig, games: Sequence[tuple[Mapping[str, Any], Sequence[str]]], *,
