@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from test_multiagent_rollout import ScriptedSampler, random_guesses  # noqa: E402
+from scripted_sampler import ScriptedSampler, random_guesses  # noqa: E402
 from tiny_models import build_tiny_llama  # noqa: E402
 
 from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402

@@ -72,9 +72,10 @@ class AsyncOptions:
             raise ConfigError(f"`source.max_staleness` must be an integer >= 0, got {self.max_staleness!r}")
         if isinstance(self.source, str):
             self.source = {"name": self.source}
-        if not isinstance(self.source, Mapping) or self.source.get("name") == "async":
+        if not isinstance(self.source, Mapping) or self.source.get("name") in ("async", "dynamic"):
             raise ConfigError("`source.source` of the async source names the source it samples ahead, e.g. "
-                              f"{{'name': 'local'}} (not another 'async'), got {self.source!r}")
+                              "{'name': 'local'}; not another 'async', and not 'dynamic' (it draws more rows "
+                              f"within a step, which a producer sampling ahead cannot), got {self.source!r}")
         self.source = dict(self.source)  # its own options are checked with the run's config (factory.check_source)
 
 

@@ -7,6 +7,7 @@ A run's config names exactly one source, with that source's own options next to 
     source: {name: ray, workers: 4, worker_retries: 1}
     source: {name: selfplay, seats: {player_1: solver}}     # multi-agent envs
     source: {name: async, max_staleness: 1, source: {name: ray, workers: 2}}
+    source: {name: dynamic, max_draws: 3, source: {name: local}}   # more rows while groups agree
 
 :data:`SOURCES` maps each name to its options class (the field docstrings document the
 options) and its builder; :func:`parse_source` checks a mapping against it and
@@ -34,6 +35,7 @@ from mtrl_gym.registry import is_multiagent
 from mtrl_gym.rollout.sources.agent import AgentOptions, make_agent_source
 from mtrl_gym.rollout.sources.asynchronous import AsyncOptions, AsyncRollouts
 from mtrl_gym.rollout.sources.base import RolloutSource
+from mtrl_gym.rollout.sources.dynamic import DynamicOptions, DynamicSampling
 from mtrl_gym.rollout.sources.local import LocalOptions, make_rollout_engine
 from mtrl_gym.rollout.sources.multiagent import SelfPlayOptions, make_selfplay_engine
 from mtrl_gym.rollout.sources.ray_workers import RayOptions, RayRolloutEngine
@@ -105,6 +107,14 @@ def _build_async(options: AsyncOptions, ctx: BuildContext, validation: bool) -> 
     return AsyncRollouts(built, ctx.policy, max_staleness=options.max_staleness, group_size=ctx.config.group_size)
 
 
+def _build_dynamic(options: DynamicOptions, ctx: BuildContext, validation: bool) -> RolloutSource:
+    inner = parse_source(options.source)
+    built = SOURCES[inner.name].build(inner.options, ctx, validation)
+    if validation:  # validation plays every task it is given, once
+        return built
+    return DynamicSampling(built, group_size=ctx.config.group_size, max_draws=options.max_draws)
+
+
 def _check_ray(options: RayOptions, config: Any) -> None:
     if config.sampler not in ("hf", "openai"):
         raise ConfigError(f"source 'ray' cannot be combined with sampler {config.sampler!r}: Ray workers sample "
@@ -118,7 +128,7 @@ def _check_agent(options: AgentOptions, config: Any) -> None:
                           "source serves the sampler's own distribution")
 
 
-def _check_async(options: AsyncOptions, config: Any) -> None:
+def _check_wrapped(options: AsyncOptions | DynamicOptions, config: Any) -> None:
     check_source(options.source, config)
 
 
@@ -128,7 +138,9 @@ SOURCES: dict[str, SourceKind] = {
     "agent": SourceKind(AgentOptions, _build_agent, "your own agent, against a local policy endpoint", _check_agent),
     "ray": SourceKind(RayOptions, _build_ray, "the built-in loop on Ray actors (docs/scaling.md)", _check_ray),
     "selfplay": SourceKind(SelfPlayOptions, _build_selfplay, "multi-agent games, trained seats against each other"),
-    "async": SourceKind(AsyncOptions, _build_async, "another source, sampled ahead of the optimiser", _check_async),
+    "async": SourceKind(AsyncOptions, _build_async, "another source, sampled ahead of the optimiser", _check_wrapped),
+    "dynamic": SourceKind(DynamicOptions, _build_dynamic,
+                          "another source, with more task rows played while its groups agree", _check_wrapped),
 }
 
 

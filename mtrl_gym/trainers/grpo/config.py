@@ -355,8 +355,10 @@ class GRPOConfig(ConfigBase):
     """The rollout source, by name (``ray``) or by name with its own options (``mtrl_gym.rollout.sources.factory``):
     ``{name: local}`` (the built-in loop), ``{name: agent, target: "pkg.module:run"}`` (your
     own agent, docs/agents.md), ``{name: ray, workers: 4}`` (Ray actors), ``{name: selfplay,
-    seats: {...}}`` (multi-agent envs) or ``{name: async, max_staleness: 1, source: {...}}``
-    (another source sampled ahead of the optimiser; docs/scaling.md)."""
+    seats: {...}}`` (multi-agent envs), ``{name: async, max_staleness: 1, source: {...}}``
+    (another source sampled ahead of the optimiser; docs/scaling.md) or ``{name: dynamic,
+    max_draws: 3, source: {...}}`` (another source, with more task rows played while too few
+    groups disagree; docs/training.md)."""
 
     # ------------------------------------------------------------------ tracking and checkpoints
     tracking: GRPOTrackingSettings = field(default_factory=GRPOTrackingSettings)

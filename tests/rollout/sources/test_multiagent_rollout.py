@@ -4,52 +4,23 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 pytest.importorskip("pettingzoo")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from scripted_sampler import ScriptedSampler, guess, random_guesses  # noqa: E402
 from tiny_models import build_tiny_llama  # noqa: E402
 
 from mtrl_gym.error import ConfigError  # noqa: E402
 from mtrl_gym.rollout.sources.multiagent import MultiAgentRolloutEngine  # noqa: E402
-from mtrl_gym.rollout.samplers.base import SampleResult, Sampler, SamplingParams  # noqa: E402
+from mtrl_gym.rollout.samplers.base import SampleResult, SamplingParams  # noqa: E402
 from mtrl_gym.rollout.samplers.hf import HFSampler  # noqa: E402
 
 DUEL = "mtrl/WordleDuel-v0"
 CALL = "mtrl/SOP-CustomerCall-v0"
 TASKS = [{"id": "t0", "answer": "paste"}, {"id": "t1", "answer": "crane"}]
-
-
-def guess(word: str) -> str:
-    return '<tool_call>{"name": "guess_word", "arguments": {"guess": "' + word + '"}}</tool_call>'
-
-
-class ScriptedSampler(Sampler):
-    """Answers each request with a text chosen by ``choose(request)``, as tokens with made-up log-probs."""
-
-    name = "scripted"
-
-    def __init__(self, tokenizer, choose):
-        self.tokenizer, self.choose = tokenizer, choose
-        self.eos_token_ids = [tokenizer.eos_token_id]
-        self.requests = []
-
-    def sample(self, requests):
-        self.requests.extend(requests)
-        out = []
-        for r in requests:
-            ids = self.tokenizer.encode(self.choose(r), add_special_tokens=False)[:r.params.max_new_tokens - 1]
-            ids.append(self.tokenizer.eos_token_id)
-            out.append(SampleResult(ids, [-1.0] * len(ids), "stop", prompt_tokens=len(r.prompt_ids)))
-        return out
-
-
-def random_guesses(request) -> str:
-    """A seeded pick of three words: games end in wins, losses and draws."""
-    return guess(["paste", "crane", "slate"][int(np.random.default_rng(request.params.seed).integers(3))])
 
 
 def test_self_play_returns_one_trajectory_per_seat_grouped_by_task_and_seat(chatml_tokenizer):
