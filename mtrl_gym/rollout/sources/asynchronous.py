@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mtrl_gym.error import ConfigError, RolloutError
-from mtrl_gym.rollout.sources.base import RolloutBatch, RolloutSource, TaskFeed
+from mtrl_gym.rollout.sources.base import RolloutBatch, RolloutSource, TaskFeed, inner_source
 from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["AsyncOptions", "AsyncRollouts", "PolicyShadow", "RolloutProducer", "fresh_groups"]
@@ -70,13 +70,9 @@ class AsyncOptions:
     def __post_init__(self) -> None:
         if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
             raise ConfigError(f"`source.max_staleness` must be an integer >= 0, got {self.max_staleness!r}")
-        if isinstance(self.source, str):
-            self.source = {"name": self.source}
-        if not isinstance(self.source, Mapping) or self.source.get("name") in ("async", "dynamic"):
-            raise ConfigError("`source.source` of the async source names the source it samples ahead, e.g. "
-                              "{'name': 'local'}; not another 'async', and not 'dynamic' (it draws more rows "
-                              f"within a step, which a producer sampling ahead cannot), got {self.source!r}")
-        self.source = dict(self.source)  # its own options are checked with the run's config (factory.check_source)
+        self.source = inner_source(self.source, wrapper="async", purpose="samples ahead", refused=("async", "dynamic"),
+                                   why="not another 'async', and not 'dynamic' (it draws more rows within a step, "
+                                       "which a producer sampling ahead cannot)")
 
 
 def fresh_groups(trajectories: Sequence[Trajectory], *, step: int, group_size: int,

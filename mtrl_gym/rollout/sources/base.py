@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.trajectory import Trajectory
 
-__all__ = ["RolloutSource", "RolloutBatch", "TaskFeed"]
+__all__ = ["RolloutSource", "RolloutBatch", "TaskFeed", "inner_source"]
 
 
 @dataclass
@@ -124,3 +125,18 @@ class RolloutSource:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def inner_source(value: Any, *, wrapper: str, purpose: str, refused: Sequence[str], why: str) -> dict[str, Any]:
+    """The ``source`` option of a source that wraps another (``async``, ``dynamic``), as a mapping.
+
+    A name becomes ``{"name": name}``; a value that is not a mapping, or names one of
+    ``refused``, is a ConfigError saying ``why``. The inner source's own options are checked
+    later, with the run's config (``factory.check_source``).
+    """
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, Mapping) or value.get("name") in refused:
+        raise ConfigError(f"`source.source` of the {wrapper} source names the source it {purpose}, e.g. "
+                          f"{{'name': 'local'}}; {why}, got {value!r}")
+    return dict(value)

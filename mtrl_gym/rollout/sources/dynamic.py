@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from mtrl_gym.error import ConfigError, RolloutError
-from mtrl_gym.rollout.sources.base import RolloutBatch, RolloutSource, TaskFeed
+from mtrl_gym.rollout.sources.base import RolloutBatch, RolloutSource, TaskFeed, inner_source
 from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["DynamicOptions", "DynamicSampling", "disputed"]
@@ -60,13 +60,9 @@ class DynamicOptions:
     def __post_init__(self) -> None:
         if isinstance(self.max_draws, bool) or not isinstance(self.max_draws, int) or self.max_draws < 1:
             raise ConfigError(f"`source.max_draws` must be an integer >= 1, got {self.max_draws!r}")
-        if isinstance(self.source, str):
-            self.source = {"name": self.source}
-        if not isinstance(self.source, Mapping) or self.source.get("name") in ("dynamic", "async"):
-            raise ConfigError("`source.source` of the dynamic source names the source it draws from, e.g. "
-                              "{'name': 'local'}; not 'dynamic' again, and not 'async' (a producer sampling "
-                              f"ahead cannot be asked for more rows within a step), got {self.source!r}")
-        self.source = dict(self.source)  # its own options are checked with the run's config (factory.check_source)
+        self.source = inner_source(self.source, wrapper="dynamic", purpose="draws from", refused=("dynamic", "async"),
+                                   why="not 'dynamic' again, and not 'async' (a producer sampling ahead cannot be "
+                                       "asked for more rows within a step)")
 
 
 def disputed(group: Sequence[Trajectory]) -> bool:

@@ -8,7 +8,6 @@ metrics land in metrics.jsonl.
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from hypothesis import given, settings
@@ -19,6 +18,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
 from tiny_models import build_tiny_llama  # noqa: E402
+from tiny_runs import train_and_read  # noqa: E402
 from toy_envs import VowelEnv  # noqa: E402
 
 from mtrl_gym.error import ConfigError, RolloutError  # noqa: E402
@@ -37,16 +37,8 @@ def run(tmp_path, name, tokenizer, steps=3, **overrides):
                   serving={"max_new_tokens": 6}, episode={"max_tokens": 256}, lora={"rank": 4, "alpha": 8.0},
                   learning_rate=5e-2, tracking={"tracker": "none", "log_trajectories": 8}, progress=False,
                   validation={"every": 2, "max_tasks": 2}, checkpoints={"save_every": 0}, seed=0)
-    trainer = GRPOTrainer(GRPOConfig.load(values, overrides), model=build_tiny_llama(len(tokenizer), seed=0), tokenizer=tokenizer,
-                          env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2])
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
-    params = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
-    trajs = {s: load_jsonl(tmp_path / name / "trajectories" / f"step_{s:06d}.jsonl") for s in range(1, steps + 1)}
-    records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-    return params, trajs, records
+    return train_and_read(GRPOConfig.load(values, overrides), tokenizer, env=VowelEnv, train_tasks=TASKS,
+                          val_tasks=TASKS[:2], steps=steps)
 
 
 def test_max_staleness_0_is_the_synchronous_run_bit_for_bit(tmp_path, chatml_tokenizer):

@@ -9,7 +9,6 @@ the batch's size, advance the task stream past every row it played, and resume e
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from hypothesis import given, settings
@@ -19,15 +18,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from tiny_models import build_tiny_llama  # noqa: E402
+from tiny_runs import train_and_read  # noqa: E402
 from toy_envs import VowelEnv  # noqa: E402
 
 from mtrl_gym.error import ConfigError  # noqa: E402
 from mtrl_gym.rollout.sources.base import RolloutSource, TaskFeed  # noqa: E402
 from mtrl_gym.rollout.sources.dynamic import DynamicSampling, disputed  # noqa: E402
-from mtrl_gym.rollout.trajectory import Trajectory, load_jsonl  # noqa: E402
+from mtrl_gym.rollout.trajectory import Trajectory  # noqa: E402
 from mtrl_gym.trainers.grpo.config import GRPOConfig  # noqa: E402
-from mtrl_gym.trainers.grpo.trainer import GRPOTrainer  # noqa: E402
 
 # even rows: nothing scores (uniform groups); odd rows: vowels score (groups disagree)
 TASKS = [{"id": f"t{i}", "turns": 1, "letters": "" if i % 2 == 0 else "aeiou"} for i in range(12)]
@@ -42,15 +40,8 @@ def run(tmp_path, name, tokenizer, steps=3, resume=None, **overrides):
     values.update(overrides)
     config = GRPOConfig.load(values) if resume is None else \
         GRPOConfig.load(str(tmp_path / name / "config.yaml"), overrides=[f"max_steps={steps}"])
-    trainer = GRPOTrainer(config, model=build_tiny_llama(len(tokenizer), seed=0), tokenizer=tokenizer,
-                          env=VowelEnv, train_tasks=TASKS, val_tasks=TASKS[:2], resume=resume)
-    try:
-        trainer.train()
-    finally:
-        trainer.close()
-    params = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
-    trajs = {s: load_jsonl(tmp_path / name / "trajectories" / f"step_{s:06d}.jsonl") for s in range(1, steps + 1)}
-    records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    params, trajs, records = train_and_read(config, tokenizer, env=VowelEnv, train_tasks=TASKS,
+                                            val_tasks=TASKS[:2], steps=steps, resume=resume)
     return params, trajs, [r for r in records if r["kind"] == "train"]
 
 
