@@ -100,26 +100,26 @@ class DynamicSampling(RolloutSource):
         kept: list[list[Trajectory]] = []
         uniform: list[list[Trajectory]] = []
         intervals: list[tuple[float, float]] = []
-        target, played, draws, state = 0, 0, 0, {}
+        target, state = 0, {}
         for draw in range(self.max_draws):
             tasks, state = feed.draw()
             started = time.monotonic()
             groups = self._groups(self.inner.collect(tasks, seed=self._seed(feed.seed(step), draw)))
             intervals.append((started, time.monotonic()))
-            draws, played = draw + 1, played + len(groups)
             target = target or len(groups)
             for group in groups:
                 (kept if disputed(group) else uniform).append(group)
             if len(kept) >= target:
                 break
         chosen = kept[:target] + uniform[:max(0, target - len(kept))]
+        played = len(kept) + len(uniform)
         trajectories: list[Trajectory] = []
         for g, group in enumerate(chosen):  # group ids unique within the batch, whichever draw played them
             for t in group:
                 t.group_id = g
                 trajectories.append(t)
         metrics = dict(self.inner.last_metrics or {})  # the inner source's numbers of the last draw
-        metrics.update({"dynamic/draws": float(draws),
+        metrics.update({"dynamic/draws": float(len(intervals)),
                         "dynamic/disputed_drawn_frac": len(kept) / played if played else 0.0,
                         "dynamic/uniform_in_batch": float(max(0, target - len(kept))),
                         "dynamic/discarded_groups": float(played - len(chosen))})
