@@ -13,7 +13,9 @@ already in ``--out`` (so an interrupted run continues):
    out (``R E S I N``: one token per letter, the same tokens as the board's letters); and
    *lexicon data* (``--lexicon``, ``--boards``; the short version's default): the answer
    list's words as first guesses, and single boards of random pre-played words answered by
-   the teacher with a word that fits them.
+   the teacher with a word that fits them. ``--spelling STEPS`` adds a *spelling drill*, SFT
+   before SFT: the answer words alone, spelled out in the serving format, 25 to a
+   conversation, without a board.
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
    tokens only), for ``--sft-steps`` steps of 8 examples (no time cap unless
    ``--sft-minutes``: a slow machine gives the same table, later).
@@ -51,6 +53,8 @@ import argparse
 import json
 import time
 from pathlib import Path
+
+import numpy as np
 
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
@@ -96,6 +100,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="expert iteration: after SFT the model *with dictionary decoding* plays GAMES full games on "
                         "training words at 1.0; each game up to its first guess that does not fit the clues becomes "
                         "SFT data for the plain model (--round2-steps more steps; default 0: off)")
+    p.add_argument("--spelling", type=int, default=0, metavar="STEPS",
+                   help="a spelling drill before SFT: STEPS steps of 8 conversations, each 25 answer words spelled out "
+                        "in the serving format (default 0: none; measured in docs/training.md)")
+    p.add_argument("--spelling-lr", type=float, default=None,
+                   help="the drill's learning rate (default: SFT's)")
     p.add_argument("--round2-steps", type=int, default=16,
                    help="SFT steps of the second round, on the learner's games (default 16)")
     p.add_argument("--sft-lr", type=float, default=None,
@@ -117,8 +126,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args(argv)
-    if args.dagger < 0 or args.expert_iteration < 0 or args.round2_steps < 1:
-        p.error("--dagger and --expert-iteration take a number of games >= 0, --round2-steps a number >= 1")
+    if args.dagger < 0 or args.expert_iteration < 0 or args.spelling < 0 or args.round2_steps < 1:
+        p.error("--dagger, --expert-iteration and --spelling take a number >= 0, --round2-steps a number >= 1")
     if args.dagger and args.expert_iteration:
         p.error("--dagger and --expert-iteration each make the second round's data: give one of them")
     # the short version's settings (docs/training.md measures them); a flag given still wins
@@ -159,9 +168,9 @@ def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> l
 
 
 def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adapter: Path | None = None,
-               steps: int | None = None) -> tuple[Path, dict]:
-    """SFT on the demonstrations (from ``init_adapter``: a second round, ``steps`` long);
-    returns the adapter folder and the run summary."""
+               steps: int | None = None, learning_rate: float | None = None) -> tuple[Path, dict]:
+    """SFT on the demonstrations (from ``init_adapter``: a second round, ``steps`` long, at
+    ``learning_rate``, default ``--sft-lr``); returns the adapter folder and the run summary."""
     done = out / "summary.json"
     if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
@@ -169,12 +178,41 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
     config = SFTConfig(demos=[str(d) for d in demos], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
                        max_steps=steps or args.sft_steps, max_minutes=args.sft_minutes,
                        init_adapter=None if init_adapter is None else str(init_adapter),
-                       lora={"rank": 16, "alpha": 32, "layers": 12}, learning_rate=args.sft_lr,
+                       lora={"rank": 16, "alpha": 32, "layers": 12}, learning_rate=learning_rate or args.sft_lr,
                        optimizer={"warmup_steps": 3}, autocast_dtype=None, checkpoints={"save_every": 20},
                        micro_batch_tokens=args.micro_batch_tokens)
     resume = out if (out / "checkpoints").is_dir() else None
     summary = SFTTrainer(config, resume=resume).train()
     return Path(summary["adapter"]), summary
+
+
+SPELLING_SYSTEM = ("You write real 5-letter English words for a word game. Write each word as its five letters "
+                   "in capitals, separated by spaces.")
+SPELLING_WORDS = 25  # words a conversation: about 1,000 tokens, 40 a word (a lexicon first guess takes ~170)
+
+
+def spelling_drill(config: GRPOConfig, out: Path, rounds: int = 2) -> Path:
+    """``--spelling``'s data: every answer word once a round (``rounds`` seeded orders),
+    spelled out in the serving format, 25 to a conversation, each answered "OK" (no board, no
+    feedback; ``mtrl_gym.trainers.demos.drill_demos``). Loss on the letters only. The answer
+    list is the game's public word list, as for ``--lexicon``. Returns the file."""
+    from mtrl_gym import models
+    from mtrl_gym.envs.wordle.game import answers
+    from mtrl_gym.envs.wordle.solver import format_guess
+    from mtrl_gym.rollout.trajectory import save_jsonl
+    from mtrl_gym.trainers.demos import drill_demos
+
+    path = out / "spelling.jsonl"
+    if not path.is_file():
+        rng = np.random.default_rng(0)
+        actions = []
+        for _ in range(rounds):
+            words = [format_guess(answers()[i], spelled=True) for i in rng.permutation(len(answers()))]
+            actions += [words[i:i + SPELLING_WORDS] for i in range(0, len(words), SPELLING_WORDS)]
+        save_jsonl(drill_demos(actions, models.load_tokenizer(config.model), config.serving, system=SPELLING_SYSTEM,
+                               first_message="Write a real 5-letter English word with the guess_word tool.",
+                               task_id="spelling"), path)
+    return path
 
 
 LEARNER_TEMPERATURE = 0.5  # DAgger's games: near the temperature the short version recommends
@@ -317,8 +355,19 @@ def main() -> None:
         demos = demonstrations(preset, out, args)
     print(f"demonstrations: {', '.join(map(str, demos))} ({time.monotonic() - t0:.0f} s)", flush=True)
     memory.release()
+    drill = None
+    if args.spelling:
+        with peaks("spelling drill"):
+            drill, drill_summary = supervised([spelling_drill(preset, out)], out / "sft-spelling", args,
+                                              steps=args.spelling, learning_rate=args.spelling_lr)
+        print(f"spelling drill: {drill_summary['steps']} steps in {drill_summary['seconds'] / 60:.1f} min -> {drill}",
+              flush=True)
+        memory.release()
     with peaks("SFT"):
-        sft_adapter, sft_summary = supervised(demos, out / "sft", args)
+        sft_adapter, sft_summary = supervised(demos, out / "sft", args, init_adapter=drill)
+    if drill is not None:
+        sft_summary = {**sft_summary, "spelling": drill_summary,
+                       "seconds": sft_summary["seconds"] + drill_summary["seconds"]}
     print(f"SFT: {sft_summary['steps']} steps in {sft_summary['seconds'] / 60:.1f} min -> {sft_adapter}", flush=True)
     memory.release()
     first_adapter = sft_adapter

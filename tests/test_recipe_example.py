@@ -121,3 +121,55 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
     assert all(len(actions) == (4 if relabel else 2) for _, actions in games)
     with pytest.raises(SystemExit):
         recipe.parse_args(["--dagger", "8", "--expert-iteration", "8"])
+
+
+def test_the_spelling_drill_spells_every_answer_word_twice_in_the_serving_format(recipe, monkeypatch, tmp_path,
+                                                                                  chatml_tokenizer):
+    from mtrl_gym import models
+    from mtrl_gym.envs.wordle import game
+    from mtrl_gym.rollout.trajectory import iter_jsonl
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    monkeypatch.setattr(models, "load_tokenizer", lambda name: chatml_tokenizer)
+    config = GRPOConfig.load("cpu-sft")
+    drill = list(iter_jsonl(recipe.spelling_drill(config, tmp_path)))
+    words = []
+    for t in drill:
+        assert len(t.turn_spans) <= recipe.SPELLING_WORDS and sum(t.loss_mask) == sum(b - a for a, b in t.turn_spans)
+        for a, b in t.turn_spans:
+            assert set(t.loss_mask[a:b]) == {1}
+            words.append(game.unspell(chatml_tokenizer.decode(t.token_ids[a:b]).removesuffix('"')))
+        assert [m["content"] for m in t.messages if m["role"] == "assistant"] == [
+            config.serving.assistant_prefix + game.spell(w) + '"' for w in words[-len(t.turn_spans):]]
+    assert sorted(words) == sorted(game.answers() * 2)
+    assert words[:len(game.answers())] != words[len(game.answers()):]  # each round in its own order
+
+
+def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(recipe, monkeypatch, tmp_path):
+    import sys
+
+    calls = []
+
+    def fake_supervised(demos, out, args, init_adapter=None, steps=None, learning_rate=None):
+        calls.append(([Path(d).name for d in demos], out.name, init_adapter, steps, learning_rate))
+        return out / "adapter", {"steps": steps or args.sft_steps, "seconds": 60.0}
+
+    metrics = {"valid_word_rate": 0.5, "new_word_rate": 0.5, "consistency": 0.0, "random_consistency": 0.0,
+               "solve_rate": 0.0}
+    monkeypatch.setattr(recipe, "demonstrations", lambda config, out, args: [out / "demos.jsonl"])
+    monkeypatch.setattr(recipe, "spelling_drill", lambda config, out: out / "spelling.jsonl")
+    monkeypatch.setattr(recipe, "supervised", fake_supervised)
+    monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
+                                                             {"steps": 2, "seconds": {"step": 30.0}}))
+    monkeypatch.setattr(recipe, "games", lambda *a, **k: {**metrics, "eval_seconds": 1.0})
+    monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", "--short", "--spelling", "3", "--spelling-lr", "5e-3",
+                                      "--serving-temperature", "0.5", "--no-dictionary", "--out", str(tmp_path)])
+    recipe.main()
+    assert calls == [(["spelling.jsonl"], "sft-spelling", None, 3, 5e-3),
+                     (["demos.jsonl"], "sft", tmp_path / "sft-spelling" / "adapter", None, None)]
+    import json
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["sft"]["spelling"]["steps"] == 3 and results["sft"]["seconds"] == 120.0
+    with pytest.raises(SystemExit):
+        recipe.parse_args(["--spelling", "-1"])

@@ -23,6 +23,11 @@ same engine (:class:`Replay` plays the recorded actions, then the reference poli
 DAgger (the reference policy labels every board the learner reached; the learner's own turns
 are context, without loss) or expert iteration (chosen games copied whole).
 
+:func:`drill_demos` makes demonstrations without an env: one conversation in which the
+assistant writes a given list of actions one after another, each answered by the same reply
+(a spelling drill: the word list itself, in the serving format). It renders the turns the way
+the engine does, so the tokens are the serving format's too.
+
 Demonstrations are never made from evaluation tasks: ``split="val"`` (or an env made with
 ``split="val"``) raises :class:`~mtrl_gym.error.ConfigError`.
 
@@ -54,7 +59,7 @@ from mtrl_gym.rollout.samplers.base import (
 from mtrl_gym.rollout.trajectory import Trajectory, save_jsonl
 
 __all__ = ["DemoConfig", "TeacherSampler", "PolicyDriven", "Replay", "reference_policy", "make_demos",
-           "learner_demos", "recorded_actions", "train_tasks", "teacher_tokens", "POLICY_NAMES", "read_demo_meta"]
+           "learner_demos", "drill_demos", "recorded_actions", "train_tasks", "teacher_tokens", "POLICY_NAMES", "read_demo_meta"]
 
 POLICY_NAMES = ("teacher", "solver")
 _POLICY_SALT = 0x54454143  # "TEAC": the policy's draws, apart from the env's
@@ -372,6 +377,47 @@ def learner_demos(config: DemoConfig, games: Sequence[tuple[Mapping[str, Any], S
         warnings.warn(f"{dropped} of {dropped + len(out)} learner examples were left out: their replay failed or "
                       "ended before the turn to label (were the games played with other wrappers or tasks?)",
                       stacklevel=2)
+    return out
+
+
+def drill_demos(actions: Sequence[Sequence[str]], tokenizer, serving: ServingSettings, *, system: str,
+                first_message: str, reply: str = "OK", task_id: str = "drill") -> list[Trajectory]:
+    """One demonstration per entry of ``actions``: a conversation (``system``, then
+    ``first_message`` as the user) in which the assistant writes those actions in turn, each
+    answered by ``reply`` as a tool message. Every action starts with the serving format's
+    prefill (``serving.assistant_prefix``, context) and is cut after its first stop string,
+    like :func:`make_demos`' turns; the loss mask covers the rest. The turns are rendered the
+    way the rollout engine renders them (:class:`~mtrl_gym.rollout.template.ChatRenderer`), so
+    ``decode(token_ids)`` is the chat template's rendering of ``messages`` up to the last turn's
+    end-of-turn text (a turn cut at a stop string is closed by the next reply, as in a rollout).
+    """
+    from mtrl_gym.rollout.template import ChatRenderer
+
+    chat = ChatRenderer(tokenizer)
+    prefix = serving.assistant_prefix
+    prefix_ids = chat.encode(prefix) if prefix else []
+    out = []
+    for n, conversation in enumerate(actions):
+        messages = chat.first_messages(system, None, first_message)
+        ids = chat.prompt_ids(messages)
+        traj = Trajectory(task_id=f"{task_id}-{n}", prompt_length=len(ids))
+        mask = [0] * len(ids)
+        for turn, action in enumerate(conversation):
+            if turn:  # the previous turn's reply, then the next generation prompt
+                messages.append({"role": "tool", "content": reply})
+                step = chat.reply_ids(messages, None, "") + chat.generation_prompt_ids(messages)
+                ids += step
+                mask += [0] * len(step)
+            target, _ = teacher_tokens(tokenizer, action, assistant_prefix=prefix, stop=serving.stop,
+                                       end_token_id=tokenizer.eos_token_id)
+            ids += prefix_ids
+            traj.turn_spans.append((len(ids), len(ids) + len(target)))
+            ids += target
+            mask += [0] * len(prefix_ids) + [1] * len(target)
+            messages.append({"role": "assistant", "content": prefix + chat.decode(target)})
+        traj.token_ids, traj.loss_mask, traj.logprobs, traj.messages = ids, mask, [0.0] * len(ids), messages
+        traj.sampled_tokens = sum(mask)
+        out.append(traj)
     return out
 
 
