@@ -365,10 +365,10 @@ def main() -> None:
         memory.release()
     with peaks("SFT"):
         sft_adapter, sft_summary = supervised(demos, out / "sft", args, init_adapter=drill)
-    if drill is not None:
+    print(f"SFT: {sft_summary['steps']} steps in {sft_summary['seconds'] / 60:.1f} min -> {sft_adapter}", flush=True)
+    if drill is not None:  # SFT's time includes the drill's
         sft_summary = {**sft_summary, "spelling": drill_summary,
                        "seconds": sft_summary["seconds"] + drill_summary["seconds"]}
-    print(f"SFT: {sft_summary['steps']} steps in {sft_summary['seconds'] / 60:.1f} min -> {sft_adapter}", flush=True)
     memory.release()
     first_adapter = sft_adapter
     if args.dagger or args.expert_iteration:
