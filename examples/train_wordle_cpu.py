@@ -128,6 +128,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.dagger < 0 or args.expert_iteration < 0 or args.spelling < 0 or args.round2_steps < 1:
         p.error("--dagger, --expert-iteration and --spelling take a number >= 0, --round2-steps a number >= 1")
+    if args.spelling_lr is not None and not args.spelling:
+        p.error("--spelling-lr sets the spelling drill's learning rate: give --spelling STEPS too")
     if args.dagger and args.expert_iteration:
         p.error("--dagger and --expert-iteration each make the second round's data: give one of them")
     # the short version's settings (docs/training.md measures them); a flag given still wins
@@ -178,7 +180,8 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
     config = SFTConfig(demos=[str(d) for d in demos], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
                        max_steps=steps or args.sft_steps, max_minutes=args.sft_minutes,
                        init_adapter=None if init_adapter is None else str(init_adapter),
-                       lora={"rank": 16, "alpha": 32, "layers": 12}, learning_rate=learning_rate or args.sft_lr,
+                       lora={"rank": 16, "alpha": 32, "layers": 12},
+                       learning_rate=args.sft_lr if learning_rate is None else learning_rate,
                        optimizer={"warmup_steps": 3}, autocast_dtype=None, checkpoints={"save_every": 20},
                        micro_batch_tokens=args.micro_batch_tokens)
     resume = out if (out / "checkpoints").is_dir() else None

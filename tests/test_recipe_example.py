@@ -171,5 +171,6 @@ def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(reci
 
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["sft"]["spelling"]["steps"] == 3 and results["sft"]["seconds"] == 120.0
-    with pytest.raises(SystemExit):
-        recipe.parse_args(["--spelling", "-1"])
+    for wrong in (["--spelling", "-1"], ["--spelling-lr", "5e-3"]):  # a drill's rate without a drill does nothing
+        with pytest.raises(SystemExit):
+            recipe.parse_args(wrong)
