@@ -402,10 +402,11 @@ def drill_demos(actions: Sequence[Sequence[str]], tokenizer, serving: ServingSet
         ids = chat.prompt_ids(messages)
         traj = Trajectory(task_id=f"{task_id}-{n}", prompt_length=len(ids))
         mask = [0] * len(ids)
+        end_text = ""
         for turn, action in enumerate(conversation):
             if turn:  # the previous turn's reply, then the next generation prompt
                 messages.append({"role": "tool", "content": reply})
-                step = chat.reply_ids(messages, None, "") + chat.generation_prompt_ids(messages)
+                step = chat.reply_ids(messages, None, end_text) + chat.generation_prompt_ids(messages)
                 ids += step
                 mask += [0] * len(step)
             target, _ = teacher_tokens(tokenizer, action, assistant_prefix=prefix, stop=serving.stop,
@@ -414,7 +415,8 @@ def drill_demos(actions: Sequence[Sequence[str]], tokenizer, serving: ServingSet
             traj.turn_spans.append((len(ids), len(ids) + len(target)))
             ids += target
             mask += [0] * len(prefix_ids) + [1] * len(target)
-            messages.append({"role": "assistant", "content": prefix + chat.decode(target)})
+            content, end_text = chat.split_assistant(target)  # an action without a stop string ends the turn
+            messages.append({"role": "assistant", "content": prefix + content})
         traj.token_ids, traj.loss_mask, traj.logprobs, traj.messages = ids, mask, [0.0] * len(ids), messages
         traj.sampled_tokens = sum(mask)
         out.append(traj)

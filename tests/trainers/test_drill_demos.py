@@ -40,3 +40,14 @@ def test_a_drill_renders_like_the_chat_template_with_loss_on_the_actions_only(ch
 def test_a_drill_action_without_the_prefill_is_refused(chatml_tokenizer):
     with pytest.raises(ConfigError, match="format prefill"):
         drill_demos([["crane"]], chatml_tokenizer, SERVING, system="Spell words.", first_message="A word.")
+
+
+def test_a_drill_without_a_stop_string_ends_each_turn_with_the_end_of_turn_token_once(chatml_tokenizer):
+    serving = ServingSettings(assistant_prefix="Word: ")
+    (demo,) = drill_demos([["Word: crane", "Word: slate"]], chatml_tokenizer, serving, system="Spell words.",
+                          first_message="A word.")
+    chat = ChatRenderer(chatml_tokenizer)
+    # each turn closed by its own end-of-turn token, not twice (the last turn's newline comes with a reply)
+    assert chat.render(demo.messages) == chat.decode(demo.token_ids) + "\n"
+    assert [m["content"] for m in demo.messages if m["role"] == "assistant"] == ["Word: crane", "Word: slate"]
+    assert [chat.decode(demo.token_ids[a:b]) for a, b in demo.turn_spans] == ["crane<|im_end|>", "slate<|im_end|>"]
