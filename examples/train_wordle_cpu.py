@@ -207,10 +207,10 @@ def spelling_drill(config: GRPOConfig, out: Path, rounds: int = 2) -> Path:
 
     path = out / "spelling.jsonl"
     if not path.is_file():
-        rng = np.random.default_rng(0)
+        rng, words_list = np.random.default_rng(0), answers()
         actions = []
         for _ in range(rounds):
-            words = [format_guess(answers()[i], spelled=True) for i in rng.permutation(len(answers()))]
+            words = [format_guess(words_list[i], spelled=True) for i in rng.permutation(len(words_list))]
             actions += [words[i:i + SPELLING_WORDS] for i in range(0, len(words), SPELLING_WORDS)]
         save_jsonl(drill_demos(actions, models.load_tokenizer(config.model), config.serving, system=SPELLING_SYSTEM,
                                first_message="Write a real 5-letter English word with the guess_word tool.",
