@@ -4,7 +4,10 @@
     python examples/train_wordle_cpu.py --short --out runs/wordle-short   # <= 10 min: a look
 
 One file, top to bottom, no hidden steps; every stage is skipped when its result is
-already in ``--out`` (so an interrupted run continues):
+already in ``--out`` (so an interrupted run continues). Each result carries a record of the
+settings and input files it was made from (``stage.json`` in a stage's folder,
+``<file>.stage.json`` beside a data file); a result made otherwise stops the run with the
+differences, rather than being reused for a table these flags did not make (``reuse``):
 
 1. **Demonstrations**: the consistent teacher (``mtrl_gym.envs.wordle.teacher``: a strong
    opener, then the answer with the most common letters among those that fit all feedback)
@@ -50,8 +53,11 @@ already in ``--out`` (so an interrupted run continues):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +150,94 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _digest(path: Path) -> str:
+    """sha256 of a file, or of a folder's files (their relative paths and contents)."""
+    if not path.exists():
+        sys.exit(f"{path}, an input of a stage, is missing")
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        h.update(f.relative_to(path).as_posix().encode() if path.is_dir() else b"")
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+STAGE_RECORD = "stage.json"
+STAGE_ORDER = ("demos/lexicon/boards.jsonl, spelling.jsonl, sft-spelling, sft, dagger/expert.jsonl, sft2, grpo, "
+               "temperature, eval-*")
+
+
+def _change(key: str, have, now, where: dict[str, Path]) -> str:
+    """One difference for a message: an input by its path, a long value around its first change."""
+    if key in where:
+        return f"{where[key]} is not the one it was made from (other contents)"
+    a, b = (json.dumps(v) if v is not None else "-" for v in (have, now))
+    i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    cut = max(0, i - 20)
+    return f"{key}: {'...' * bool(cut)}{a[cut:i + 40]} -> {'...' * bool(cut)}{b[cut:i + 40]}"
+
+
+def reuse(result: Path, settings: dict, inputs: Sequence[Path | None] = ()) -> bool:
+    """Whether the stage that makes ``result`` (a ``.jsonl`` data file, or else a folder) has
+    already run in ``--out`` with these ``settings`` from these ``inputs`` (files or folders,
+    compared by their contents). A result made with other settings or inputs, or with no
+    record, stops the run with the differences. A stage that has not run yet gets its record
+    now (so an interrupted one continues under the same check) and ``False`` is returned: run it."""
+    folder = result.suffix != ".jsonl"  # "T0.5" and "eval-T0.5-sft" are folders
+    record = result / STAGE_RECORD if folder else result.with_name(result.name + ".stage.json")
+    named = {f"{i} {p.name}": p for i, p in enumerate(q for q in inputs if q is not None)}
+    want = json.loads(json.dumps({"settings": settings, "inputs": {k: _digest(p) for k, p in named.items()}},
+                                 default=str))
+    made = any(p.name != STAGE_RECORD for p in result.iterdir()) if folder and result.is_dir() else result.is_file()
+    if not made:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(want, indent=1), encoding="utf-8")
+        return False
+    redo = (f"use another --out, or delete {result} and the stages after it (in this order: {STAGE_ORDER}) "
+            "to make them again with these flags")
+    if not record.is_file():
+        sys.exit(f"{result} has no record of the settings it was made with (made before this script kept one?): "
+                 f"{redo}")
+    have, now = _flat(json.loads(record.read_text(encoding="utf-8"))), _flat(want)
+    where = {f"inputs.{k}": p for k, p in named.items()}
+    changed = [_change(k, have.get(k), now.get(k), where) for k in sorted(set(have) | set(now))
+               if have.get(k) != now.get(k)]
+    if changed:
+        more = f" (and {len(changed) - 6} more)" if len(changed) > 6 else ""
+        sys.exit(f"{result} was made with other settings or inputs than this call's: {'; '.join(changed[:6])}{more}. "
+                 f"Reusing it would print a table these flags did not make: {redo}")
+    return True
+
+
+#: Config fields that do not change what a stage makes: paths (``reuse`` compares the inputs'
+#: contents), the tracker, the progress bar, env worker threads and the micro-batch size
+#: (gradients accumulate exactly, so lowering it after running out of memory continues the run).
+NOT_SETTINGS = ("output_dir", "tracking", "progress", "micro_batch_tokens", "episode.env_workers")
+
+
+def _settings(config, *paths: str) -> dict:
+    """A trainer config as a stage's settings: without ``paths`` (its input files and
+    adapter) and the :data:`NOT_SETTINGS` fields."""
+    settings = config.to_dict()
+    for key in (*NOT_SETTINGS, *paths):
+        *parents, leaf = key.split(".")
+        node = settings
+        for name in parents:
+            node = node.get(name) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return settings
+
+
 def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> list[Path]:
     """Teacher games on the training words, in the evaluation's format (no curriculum), and
     the lexicon data: ``--lexicon`` first guesses (a uniformly random answer word: the word
@@ -158,14 +252,15 @@ def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> l
             ("lexicon", args.lexicon, system, lexicon, 1, 10_000),
             ("boards", args.boards, boards, {**lexicon, "choice": args.teacher}, 1, 20_000)]:
         path = out / f"{name}.jsonl"
-        if n and not path.is_file():
-            demo = DemoConfig(env=config.env, env_wrappers=wrappers, policy="teacher", policy_kwargs=kwargs,
-                              num_episodes=n, model=config.model, serving=config.serving, max_turns=max_turns,
-                              max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
-                              val_size=config.val_size, split_seed=config.split_seed, seed=seed)
+        if not n:
+            continue
+        demo = DemoConfig(env=config.env, env_wrappers=wrappers, policy="teacher", policy_kwargs=kwargs,
+                          num_episodes=n, model=config.model, serving=config.serving, max_turns=max_turns,
+                          max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
+                          val_size=config.val_size, split_seed=config.split_seed, seed=seed)
+        if not reuse(path, demo.to_dict()):
             write_demos(make_demos(demo), path, demo)
-        if n:
-            made.append(path)
+        made.append(path)
     return made
 
 
@@ -173,10 +268,6 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
                steps: int | None = None, learning_rate: float | None = None) -> tuple[Path, dict]:
     """SFT on the demonstrations (from ``init_adapter``: a second round, ``steps`` long, at
     ``learning_rate``, default ``--sft-lr``); returns the adapter folder and the run summary."""
-    done = out / "summary.json"
-    if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
-        summary = json.loads(done.read_text())
-        return Path(summary["adapter"]), summary
     config = SFTConfig(demos=[str(d) for d in demos], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
                        max_steps=steps or args.sft_steps, max_minutes=args.sft_minutes,
                        init_adapter=None if init_adapter is None else str(init_adapter),
@@ -184,6 +275,11 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
                        learning_rate=args.sft_lr if learning_rate is None else learning_rate,
                        optimizer={"warmup_steps": 3}, autocast_dtype=None, checkpoints={"save_every": 20},
                        micro_batch_tokens=args.micro_batch_tokens)
+    done = out / "summary.json"
+    if reuse(out, _settings(config, "demos", "init_adapter"), [*demos, init_adapter]) and done.is_file() \
+            and json.loads(done.read_text())["status"] == "FINISHED":
+        summary = json.loads(done.read_text())
+        return Path(summary["adapter"]), summary
     resume = out if (out / "checkpoints").is_dir() else None
     summary = SFTTrainer(config, resume=resume).train()
     return Path(summary["adapter"]), summary
@@ -206,15 +302,16 @@ def spelling_drill(config: GRPOConfig, out: Path, rounds: int = 2) -> Path:
     from mtrl_gym.trainers.demos import drill_demos
 
     path = out / "spelling.jsonl"
-    if not path.is_file():
+    first_message = "Write a real 5-letter English word with the guess_word tool."
+    if not reuse(path, {"rounds": rounds, "words": SPELLING_WORDS, "system": SPELLING_SYSTEM,
+                        "first_message": first_message, "model": config.model, "serving": config.serving.to_dict()}):
         rng, words_list = np.random.default_rng(0), answers()
         actions = []
         for _ in range(rounds):
             words = [format_guess(words_list[i], spelled=True) for i in rng.permutation(len(words_list))]
             actions += [words[i:i + SPELLING_WORDS] for i in range(0, len(words), SPELLING_WORDS)]
         save_jsonl(drill_demos(actions, models.load_tokenizer(config.model), config.serving, system=SPELLING_SYSTEM,
-                               first_message="Write a real 5-letter English word with the guess_word tool.",
-                               task_id="spelling"), path)
+                               first_message=first_message, task_id="spelling"), path)
     return path
 
 
@@ -231,15 +328,21 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
 
     n, relabel = (args.dagger, True) if args.dagger else (args.expert_iteration, False)
     path = out / ("dagger.jsonl" if relabel else "expert.jsonl")
-    if path.is_file():
-        return path
     train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
                                 val_size=config.val_size, split_seed=config.split_seed)
     start = args.demos % len(train)  # the short version's games use the first 160 words
     rows = [train[(start + i) % (len(train) - args.temperature_words)] for i in range(n)]
+    system = [config.env_wrappers[0]]
+    demo = DemoConfig(env=config.env, env_wrappers=system, policy="teacher",
+                      policy_kwargs={"choice": args.teacher, "spelled": True}, num_episodes=1, model=config.model,
+                      serving=config.serving, max_episode_tokens=config.episode.max_tokens,
+                      train_size=config.train_size, val_size=config.val_size, split_seed=config.split_seed, seed=30_000)
+    temperature = LEARNER_TEMPERATURE if relabel else 1.0
+    if reuse(path, {"relabel": relabel, "temperature": temperature, "tasks": [row["id"] for row in rows],
+                    "labels": demo.to_dict()}, [adapter]):
+        return path
     name = "dagger" if relabel else "expert"
-    games(config, out / f"{name}-games", name, str(adapter), LEARNER_TEMPERATURE if relabel else 1.0,
-          constrained=not relabel, tasks=rows)
+    games(config, out / f"{name}-games", name, str(adapter), temperature, constrained=not relabel, tasks=rows)
     by_id = {row["id"]: row for row in rows}
     played = []
     for record in read_records(out / f"{name}-games" / "trajectories" / f"{name}.jsonl"):
@@ -252,11 +355,6 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
             actions = actions[:keep]
         if actions:
             played.append((row, actions))
-    system = [config.env_wrappers[0]]
-    demo = DemoConfig(env=config.env, env_wrappers=system, policy="teacher",
-                      policy_kwargs={"choice": args.teacher, "spelled": True}, num_episodes=1, model=config.model,
-                      serving=config.serving, max_episode_tokens=config.episode.max_tokens,
-                      train_size=config.train_size, val_size=config.val_size, split_seed=config.split_seed, seed=30_000)
     write_demos(learner_demos(demo, played, relabel=relabel), path, demo)
     return path
 
@@ -265,7 +363,9 @@ def reinforce(config: GRPOConfig) -> tuple[Path, dict]:
     """GRPO from the SFT adapter; returns the final adapter folder and the run summary."""
     run = Path(config.output_dir)
     done = run / "summary.json"
-    if done.is_file() and json.loads(done.read_text())["status"] == "FINISHED":
+    adapter = Path(config.init_adapter) if config.init_adapter else None
+    if reuse(run, _settings(config, "init_adapter"), [adapter]) and done.is_file() \
+            and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
     else:
         resume = run if (run / "checkpoints").is_dir() else None
@@ -285,6 +385,7 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     prompt = config.env_wrappers[0]["kwargs"]
     spec = RunSpec(name, model=config.model, adapter=adapter,
                    serving=config.serving.replace(temperature=temperature, constrained=constrained))
+    reuse(out, {}, [None if adapter is None else Path(adapter)])  # the store checks the rest (its run, tasks, seeds)
     started = time.monotonic()
     result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
                       config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,

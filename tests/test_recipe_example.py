@@ -109,7 +109,10 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
     monkeypatch.setattr(recipe, "games", fake_games)
     monkeypatch.setattr(demos_module, "learner_demos", fake_learner_demos)
     args = recipe.parse_args(["--short", "--dagger" if relabel else "--expert-iteration", "24"])
-    path = recipe.learner_data(config, tmp_path, Path("adapter"), args)
+    adapter = tmp_path / "sft" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_model.safetensors").write_text("weights")
+    path = recipe.learner_data(config, tmp_path, adapter, args)
     assert path.name == ("dagger.jsonl" if relabel else "expert.jsonl") and path.is_file()
     ((temperature, constrained, rows),) = played
     assert (temperature, constrained) == ((recipe.LEARNER_TEMPERATURE, False) if relabel else (1.0, True))
@@ -119,6 +122,10 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
     assert flag is relabel and [row for row, _ in games] == rows
     # DAgger keeps every turn (the teacher labels them all); expert iteration the turns before the misfit
     assert all(len(actions) == (4 if relabel else 2) for _, actions in games)
+    assert recipe.learner_data(config, tmp_path, adapter, args) == path and len(played) == 1  # made: reused
+    (adapter / "adapter_model.safetensors").write_text("another SFT")
+    with pytest.raises(SystemExit, match="adapter is not the one it was made from"):
+        recipe.learner_data(config, tmp_path, adapter, args)
     with pytest.raises(SystemExit):
         recipe.parse_args(["--dagger", "8", "--expert-iteration", "8"])
 
@@ -174,3 +181,102 @@ def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(reci
     for wrong in (["--spelling", "-1"], ["--spelling-lr", "5e-3"]):  # a drill's rate without a drill does nothing
         with pytest.raises(SystemExit):
             recipe.parse_args(wrong)
+
+
+def test_a_stage_made_with_other_settings_or_inputs_is_not_reused(recipe, tmp_path):
+    """``--out`` continues a run stage by stage; a result that these flags did not make stops
+    the run with what differs, instead of being reused silently."""
+    data = tmp_path / "demos.jsonl"
+    assert recipe.reuse(data, {"num_episodes": 160}) is False  # not made yet: run it (its record is written now)
+    assert (tmp_path / "demos.jsonl.stage.json").is_file()
+    assert recipe.reuse(data, {"num_episodes": 160}) is False  # an interrupted stage that wrote nothing: run it again
+    data.write_text("{}\n")
+    assert recipe.reuse(data, {"num_episodes": 160}) is True
+    with pytest.raises(SystemExit, match=r"settings.num_episodes: 160 -> 320.*another --out"):
+        recipe.reuse(data, {"num_episodes": 320})
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"round 1")
+    run = tmp_path / "grpo"
+    assert recipe.reuse(run, {"max_steps": 2}, [adapter, None]) is False
+    assert (run / "stage.json").is_file() and recipe.reuse(run, {"max_steps": 2}, [adapter]) is False  # record only
+    (run / "summary.json").write_text("{}")
+    assert recipe.reuse(run, {"max_steps": 2}, [adapter]) is True
+    moved = tmp_path / "elsewhere" / "adapter"
+    moved.parent.mkdir()
+    adapter.rename(moved)
+    assert recipe.reuse(run, {"max_steps": 2}, [moved]) is True  # inputs compare by content, not path
+    (moved / "adapter_model.safetensors").write_bytes(b"after DAgger")  # same path, other weights
+    with pytest.raises(SystemExit, match=r"elsewhere/adapter is not the one it was made from"):
+        recipe.reuse(run, {"max_steps": 2}, [moved])
+    legacy = tmp_path / "old.jsonl"
+    legacy.write_text("{}\n")
+    with pytest.raises(SystemExit, match="no record of the settings"):
+        recipe.reuse(legacy, {})
+    trial = tmp_path / "temperature" / "T0.5"  # a folder with a dot in its name: an evaluation's
+    assert recipe.reuse(trial, {}, [moved]) is False and (trial / "stage.json").is_file()
+    (trial / "config.json").write_text("{}")
+    assert recipe.reuse(trial, {}, [moved]) is True
+    (moved / "adapter_model.safetensors").write_bytes(b"GRPO trained again")
+    with pytest.raises(SystemExit, match=r"T0.5 was made .*elsewhere/adapter is not the one it was made from"):
+        recipe.reuse(trial, {}, [moved])
+    games = tmp_path / "dagger.jsonl"  # a long value is shown around its first change
+    assert recipe.reuse(games, {"tasks": [f"wordle_train_{i:04d}" for i in range(160, 208)]}) is False
+    games.write_text("{}\n")
+    with pytest.raises(SystemExit, match=r'settings.tasks: \.\.\.[^;]*"wordle_train_0207"\] -> \.\.\.[^;]*'
+                                         r'"wordle_train_0207", "wordle_train_0208"'):
+        recipe.reuse(games, {"tasks": [f"wordle_train_{i:04d}" for i in range(160, 224)]})
+
+
+def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(recipe, monkeypatch, tmp_path):
+    import json
+
+    trained, resumed = [], []
+
+    class FakeTrainer:  # writes what SFTTrainer and GRPOTrainer leave behind, weights from the learning rate
+        def __init__(self, config, resume=None):
+            self.config = config
+            trained.append(Path(config.output_dir).name)
+            resumed.append(resume)
+
+        def train(self):
+            out = Path(self.config.output_dir)
+            adapter = out / "checkpoints" / f"step_{self.config.max_steps:06d}" / "adapter"
+            adapter.mkdir(parents=True, exist_ok=True)
+            (adapter / "adapter_model.safetensors").write_text(repr(self.config.learning_rate))
+            summary = {"status": "FINISHED", "adapter": str(adapter), "steps": self.config.max_steps, "seconds": 1.0}
+            (out / "summary.json").write_text(json.dumps(summary))
+            return summary
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(recipe, "SFTTrainer", FakeTrainer)
+    monkeypatch.setattr(recipe, "GRPOTrainer", FakeTrainer)
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text('{"task_id": "a"}\n')
+    args = recipe.parse_args(["--short"])
+    adapter, _ = recipe.supervised([demos], tmp_path / "sft", args)
+    assert recipe.supervised([demos], tmp_path / "sft", args)[0] == adapter and trained == ["sft"]  # reused
+    with pytest.raises(SystemExit, match=r"learning_rate: 0.002 -> 0.001"):
+        recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--sft-lr", "1e-3"]))
+    with pytest.raises(SystemExit, match=r"max_steps: 40 -> 60"):
+        recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--sft-steps", "60"]))
+    config = GRPOConfig.load("cpu-sft", overrides=[f"output_dir={tmp_path / 'grpo'}", "max_steps=2",
+                                                   f"init_adapter={adapter}"])
+    recipe.reinforce(config)
+    recipe.reinforce(config)
+    assert trained == ["sft", "grpo"]
+    (adapter / "adapter_model.safetensors").write_text("a second SFT round")  # e.g. --dagger added later
+    with pytest.raises(SystemExit, match=r"grpo was made with other settings or inputs.*step_000040/adapter is not"):
+        recipe.reinforce(config)
+    with pytest.raises(SystemExit, match=r"max_steps: 40 -> 60"):  # an unfinished run is checked too
+        (tmp_path / "sft" / "summary.json").unlink()
+        recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--sft-steps", "60"]))
+    recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--micro-batch-tokens", "512"]))
+    assert trained[-1] == "sft" and resumed[-1] == tmp_path / "sft"  # continued from its checkpoints, same settings
+    demos.write_text('{"task_id": "b"}\n')
+    with pytest.raises(SystemExit, match=r"demos.jsonl is not the one it was made from"):
+        recipe.supervised([demos], tmp_path / "sft", args)

@@ -115,12 +115,28 @@ def turn_record(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def save_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike, *, append: bool = False) -> Path:
-    """Write trajectories to ``path``, one JSON object per line; returns the path."""
+    """Write trajectories to ``path``, one JSON object per line; returns the path.
+
+    A new file is written whole or not at all: into a hidden file beside it, renamed into
+    place at the end, so a run stopped while writing leaves the old file (or none), never a
+    shorter one that reads as complete. ``append`` adds to the file as it goes.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a" if append else "w", encoding="utf-8") as f:
-        for t in trajectories:
-            f.write(json_line(t.to_dict()) + "\n")
+    if append:
+        with open(path, "a", encoding="utf-8") as f:
+            for t in trajectories:
+                f.write(json_line(t.to_dict()) + "\n")
+        return path
+    tmp = path.with_name(f".{path.name}.part")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for t in trajectories:
+                f.write(json_line(t.to_dict()) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

@@ -339,6 +339,25 @@ def test_trajectories_round_trip_through_jsonl(tmp_path, chatml_tokenizer):
     assert load_jsonl(path) == trajs
 
 
+def test_a_file_stopped_while_being_written_keeps_its_old_contents(tmp_path, chatml_tokenizer):
+    """A new JSONL file is written whole or not at all (demonstrations are reused when their
+    file exists: a shorter one must never look complete)."""
+    trajs = collect(EchoEnv, _rows(3), ScriptedSampler(chatml_tokenizer), chatml_tokenizer)
+    path = save_jsonl(trajs[:1], tmp_path / "demos.jsonl")
+
+    def stopped():
+        yield from trajs
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        save_jsonl(stopped(), path)
+    assert load_jsonl(path) == trajs[:1] and sorted(p.name for p in tmp_path.iterdir()) == ["demos.jsonl"]
+    with pytest.raises(KeyboardInterrupt):
+        save_jsonl(stopped(), tmp_path / "new.jsonl")
+    assert not (tmp_path / "new.jsonl").exists()
+    assert load_jsonl(save_jsonl(trajs, path, append=True)) == trajs[:1] + trajs
+
+
 def test_failure_reward_comes_from_the_env_or_the_config(chatml_tokenizer):
     sampler = ScriptedSampler(chatml_tokenizer)
     with pytest.raises(ConfigError, match=r"has no finite minimum reward .* pass failure_reward="):
