@@ -67,6 +67,7 @@ from mtrl_gym import memory
 from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
+from mtrl_gym.trainers.grpo.checkpoint import file_sha256
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.data import load_task_splits
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
@@ -154,13 +155,11 @@ def _digest(path: Path) -> str:
     """sha256 of a file, or of a folder's files (their relative paths and contents)."""
     if not path.exists():
         sys.exit(f"{path}, an input of a stage, is missing")
+    if not path.is_dir():
+        return file_sha256(path)
     h = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        h.update(f.relative_to(path).as_posix().encode() if path.is_dir() else b"")
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(path).as_posix()} {file_sha256(f)}\n".encode())
     return h.hexdigest()
 
 
@@ -225,17 +224,10 @@ NOT_SETTINGS = ("output_dir", "tracking", "progress", "micro_batch_tokens", "epi
 
 
 def _settings(config, *paths: str) -> dict:
-    """A trainer config as a stage's settings: without ``paths`` (its input files and
-    adapter) and the :data:`NOT_SETTINGS` fields."""
-    settings = config.to_dict()
-    for key in (*NOT_SETTINGS, *paths):
-        *parents, leaf = key.split(".")
-        node = settings
-        for name in parents:
-            node = node.get(name) if isinstance(node, dict) else None
-        if isinstance(node, dict):
-            node.pop(leaf, None)
-    return settings
+    """A trainer config as a stage's settings, flattened to dotted keys: without ``paths``
+    (its input files and adapter) and the :data:`NOT_SETTINGS` fields."""
+    drop = (*NOT_SETTINGS, *paths)
+    return {k: v for k, v in _flat(config.to_dict()).items() if not any(k == d or k.startswith(f"{d}.") for d in drop)}
 
 
 def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> list[Path]:

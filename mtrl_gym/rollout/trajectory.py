@@ -123,16 +123,18 @@ def save_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike, *, a
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if append:
-        with open(path, "a", encoding="utf-8") as f:
+
+    def write(target: Path, mode: str) -> None:
+        with open(target, mode, encoding="utf-8") as f:
             for t in trajectories:
                 f.write(json_line(t.to_dict()) + "\n")
+
+    if append:
+        write(path, "a")
         return path
     tmp = path.with_name(f".{path.name}.part")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for t in trajectories:
-                f.write(json_line(t.to_dict()) + "\n")
+        write(tmp, "w")
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

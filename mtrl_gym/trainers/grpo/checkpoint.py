@@ -127,7 +127,7 @@ def verify_checkpoint(path: str | os.PathLike, *, hashes: bool = True) -> str | 
             return f"{rel} is missing"
         if size != want.get("size"):
             return f"{rel} has {size} bytes, the manifest says {want.get('size')}"
-        if hashes and _sha256(target) != want.get("sha256"):
+        if hashes and file_sha256(target) != want.get("sha256"):
             return f"{rel} does not match its SHA-256 in the manifest"
     return None
 
@@ -186,7 +186,7 @@ def _write_manifest(folder: Path, step: int) -> None:
     for p in sorted(folder.rglob("*")):
         if p.is_file():
             _fsync_file(p)
-            files[p.relative_to(folder).as_posix()] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+            files[p.relative_to(folder).as_posix()] = {"size": p.stat().st_size, "sha256": file_sha256(p)}
     for d in sorted({p.parent for p in folder.rglob("*")} | {folder}, key=lambda d: -len(d.parts)):
         _fsync_dir(d)
     manifest = folder / MANIFEST_FILE
@@ -196,7 +196,8 @@ def _write_manifest(folder: Path, step: int) -> None:
     _fsync_dir(folder)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks (hex)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
