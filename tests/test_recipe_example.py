@@ -280,3 +280,36 @@ def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(r
     demos.write_text('{"task_id": "b"}\n')
     with pytest.raises(SystemExit, match=r"demos.jsonl is not the one it was made from"):
         recipe.supervised([demos], tmp_path / "sft", args)
+
+
+@pytest.mark.slow
+def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused_on_other_flags(
+        recipe, monkeypatch, tmp_path):
+    """The real counterpart of the fakes above: demonstrations through the rollout engine and one
+    SFT step of the embedded SmolLM2. A rerun with the same flags trains nothing (so nothing in
+    a real record or adapter changes between identical calls); another step count is refused."""
+    pytest.importorskip("torch")
+    import torch
+
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    torch.set_num_threads(1)
+    preset = GRPOConfig.load("cpu-sft")
+    flags = ["--short", "--demos", "2", "--lexicon", "2", "--boards", "0", "--sft-steps", "1",
+             "--micro-batch-tokens", "512"]
+    args = recipe.parse_args(flags)
+    demos = recipe.demonstrations(preset, tmp_path, args)
+    adapter, summary = recipe.supervised(demos, tmp_path / "sft", args)
+    assert summary["steps"] == 1 and (adapter / "adapter_model.safetensors").is_file()
+
+    def no_training(*a, **k):
+        raise AssertionError("a finished stage was trained again")
+
+    monkeypatch.setattr(recipe, "make_demos", no_training)
+    monkeypatch.setattr(recipe, "SFTTrainer", no_training)
+    assert recipe.demonstrations(preset, tmp_path, recipe.parse_args(flags)) == demos
+    assert recipe.supervised(demos, tmp_path / "sft", recipe.parse_args(flags))[0] == adapter
+    with pytest.raises(SystemExit, match=r"settings.max_steps: 1 -> 2"):
+        recipe.supervised(demos, tmp_path / "sft", recipe.parse_args([*flags, "--sft-steps", "2"]))
+    with pytest.raises(SystemExit, match=r"demos.jsonl.*settings.num_episodes: 2 -> 3"):
+        recipe.demonstrations(preset, tmp_path, recipe.parse_args([*flags, "--demos", "3"]))
