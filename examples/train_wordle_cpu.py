@@ -6,7 +6,8 @@
 One file, top to bottom, no hidden steps; every stage is skipped when its result is
 already in ``--out`` (so an interrupted run continues). Each result carries a record of the
 settings and input files it was made from (``stage.json`` in a stage's folder,
-``<file>.stage.json`` beside a data file); a result made otherwise stops the run with the
+``<file>.stage.json`` beside a data file; an evaluation's own ``eval_config.json``, which
+knows its adapter by content); a result made otherwise stops the run with the
 differences, rather than being reused for a table these flags did not make (``reuse``):
 
 1. **Demonstrations**: the consistent teacher (``mtrl_gym.envs.wordle.teacher``: a strong
@@ -53,7 +54,6 @@ differences, rather than being reused for a table these flags did not make (``re
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -64,10 +64,11 @@ import numpy as np
 
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
+from mtrl_gym.error import ConfigError
 from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
+from mtrl_gym.files import file_sha256, folder_sha256, write_text_atomic
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
-from mtrl_gym.trainers.grpo.checkpoint import file_sha256
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.data import load_task_splits
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
@@ -155,12 +156,9 @@ def _digest(path: Path) -> str:
     """sha256 of a file, or of a folder's files (their relative paths and contents)."""
     if not path.exists():
         sys.exit(f"{path}, an input of a stage, is missing")
-    if not path.is_dir():
-        return file_sha256(path)
-    h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(f"{f.relative_to(path).as_posix()} {file_sha256(f)}\n".encode())
-    return h.hexdigest()
+    if path.is_dir():
+        return folder_sha256(path) or "an empty folder"
+    return file_sha256(path)
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
@@ -173,6 +171,8 @@ def _flat(d: dict, prefix: str = "") -> dict:
 STAGE_RECORD = "stage.json"
 STAGE_ORDER = ("demos/lexicon/boards.jsonl, spelling.jsonl, sft-spelling, sft, dagger/expert.jsonl, sft2, grpo, "
                "temperature, eval-*")
+_REDO = ("use another --out, or delete {} and the stages after it (in this order: " + STAGE_ORDER + ") "
+         "to make them again with these flags")
 
 
 def _change(key: str, have, now, where: dict[str, Path]) -> str:
@@ -199,10 +199,9 @@ def reuse(result: Path, settings: dict, inputs: Sequence[Path | None] = ()) -> b
     made = any(p.name != STAGE_RECORD for p in result.iterdir()) if folder and result.is_dir() else result.is_file()
     if not made:
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps(want, indent=1), encoding="utf-8")
+        write_text_atomic(record, json.dumps(want, indent=1))
         return False
-    redo = (f"use another --out, or delete {result} and the stages after it (in this order: {STAGE_ORDER}) "
-            "to make them again with these flags")
+    redo = _REDO.format(result)
     if not record.is_file():
         sys.exit(f"{result} has no record of the settings it was made with (made before this script kept one?): "
                  f"{redo}")
@@ -377,12 +376,14 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     prompt = config.env_wrappers[0]["kwargs"]
     spec = RunSpec(name, model=config.model, adapter=adapter,
                    serving=config.serving.replace(temperature=temperature, constrained=constrained))
-    reuse(out, {}, [None if adapter is None else Path(adapter)])  # the store checks the rest (its run, tasks, seeds)
     started = time.monotonic()
-    result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
-                      config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
-                                        wrappers=[lambda env: SystemPrompt(env, prompt["text"],
-                                                                           tools=prompt["tools"])]))
+    try:  # resumes the folder's evaluation only if its run, adapter (by content), tasks and seeds are these
+        result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
+                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
+                                            wrappers=[lambda env: SystemPrompt(env, prompt["text"],
+                                                                               tools=prompt["tools"])]))
+    except ConfigError as e:
+        sys.exit(f"{e}. Reusing {out} would print a table these flags did not make: {_REDO.format(out)}")
     row = result.run(name)
     records = read_records(out / "trajectories" / f"{name}.jsonl")
     metrics = env_play_metrics(config.env, records) or {}
@@ -407,7 +408,8 @@ def serving_temperature(config: GRPOConfig, out: Path, adapter: str, words: int,
 ROWS = [("valid word", "valid_word_rate"), ("new word", "new_word_rate"), ("clue-consistent (turns 2-6)", "consistency"),
         ("  random word, same boards", "random_consistency"), ("  ratio", "consistency_vs_random"),
         ("shuffled-feedback control", "control_consistency"), ("solved", "solve_rate"),
-        ("most common guess", "top_guess_share"), ("outcome reward", "outcome_reward_mean")]
+        ("most common guess", "top_guess_share"),
+        ("outcome reward (a game unfinished in 6 turns: -1.50)", "outcome_reward_mean")]
 INTERVALS = {"valid_word_rate": ("valid_word_low", "valid_word_high", "valid_words", "turns"),
              "new_word_rate": ("new_word_low", "new_word_high", "new_words", "turns"),
              "solve_rate": ("solve_rate_low", "solve_rate_high", "solved", "games")}

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.files import write_text_atomic
 
 __all__ = ["ConfigBase", "coerce", "close_names", "read_config_file", "parse_override", "yaml_module"]
 
@@ -146,10 +147,7 @@ class ConfigBase:
             text = yaml_module().safe_dump(data, sort_keys=False, allow_unicode=True)
         else:
             text = json.dumps(data, indent=2)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(path, text)
 
     # ------------------------------------------------------------------ docs
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "mtrl_gym"
 
 #: Modules at the top of the package that form the core.
 CORE = {"__init__", "registry", "error", "parsing", "datasets", "jsonl", "stats", "serialization", "messages",
-        "models", "mlflow_store", "run_folder", "memory"}
+        "models", "mlflow_store", "run_folder", "memory", "files"}
 #: Heavy frameworks that envs and wrappers never import.
 HEAVY = ("torch", "transformers", "peft", "vllm", "trl", "verifiers", "ray", "fastapi", "uvicorn")
 #: Env-specific wrappers, which may name their env family (like Gymnasium's Atari wrappers).

@@ -313,3 +313,20 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
         recipe.supervised(demos, tmp_path / "sft", recipe.parse_args([*flags, "--sft-steps", "2"]))
     with pytest.raises(SystemExit, match=r"demos.jsonl.*settings.num_episodes: 2 -> 3"):
         recipe.demonstrations(preset, tmp_path, recipe.parse_args([*flags, "--demos", "3"]))
+    # A held-out column of real games: the evaluation store is the eval folder's record, and it
+    # knows the adapter by its files (the SFT step above, trained again, is another model).
+    from mtrl_gym.trainers.grpo.data import load_task_splits
+
+    config = GRPOConfig.load("cpu-sft", overrides=["max_steps=1"])
+    train, _ = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
+                                split_seed=config.split_seed)
+    column = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
+    again = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
+    assert column["turns"] >= 1 and (again["turns"], again["valid_words"]) == (column["turns"], column["valid_words"])
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(adapter / "adapter_model.safetensors")
+    save_file({k: v + 0.01 for k, v in weights.items()}, adapter / "adapter_model.safetensors")
+    with pytest.raises(SystemExit, match=r"the adapter's files changed since its episodes were played.*"
+                                         r"Reusing .*eval-T1-sft would print a table these flags did not make"):
+        recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])

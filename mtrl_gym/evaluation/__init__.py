@@ -58,7 +58,7 @@ from typing import Any
 _PUBLIC = {
     "evaluate": "runner", "EvalResult": "runner", "default_out_dir": "runner",
     "EvalConfig": "specs", "RunSpec": "specs", "parse_run": "specs", "POLICIES": "specs",
-    "resolve_system_prompt": "specs",
+    "resolve_system_prompt": "specs", "adapter_digest": "specs",
     "ModelPool": "backends", "read_adapter_config": "backends", "adapter_shape_problems": "backends",
     "probe_endpoint": "backends",
     "make_policy": "policies", "RandomToolPolicy": "policies",

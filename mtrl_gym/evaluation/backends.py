@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError, SamplerError
-from mtrl_gym.evaluation.specs import RunSpec
+from mtrl_gym.evaluation.specs import ADAPTER_WEIGHT_FILES, RunSpec
 from mtrl_gym.rollout.samplers.factory import make_sampler
 
 __all__ = ["ModelPool", "BACKENDS", "read_adapter_config", "adapter_shape_problems", "same_base_model",
            "probe_endpoint"]
 
-_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 #: Model backends of :class:`ModelPool`.
 BACKENDS = ("hf", "vllm")
 #: LoRA ranks vLLM accepts for ``max_lora_rank``.
@@ -48,9 +47,9 @@ def read_adapter_config(adapter: str | Path) -> dict[str, Any]:
         found = sorted(str(p.parent) for p in path.glob("**/adapter_config.json"))[:5]
         hint = f"; adapters inside it: {found}" if found else ""
         raise ConfigError(f"{str(adapter)!r} is not a peft adapter folder (no adapter_config.json){hint}")
-    if not any((path / f).is_file() for f in _WEIGHT_FILES):
+    if not any((path / f).is_file() for f in ADAPTER_WEIGHT_FILES):
         raise ConfigError(f"adapter folder {str(adapter)!r} has adapter_config.json but no weights "
-                          f"({' or '.join(_WEIGHT_FILES)})")
+                          f"({' or '.join(ADAPTER_WEIGHT_FILES)})")
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:

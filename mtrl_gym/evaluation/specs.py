@@ -19,15 +19,28 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.files import folder_sha256
 from mtrl_gym.rollout.serving import SYSTEM_PROMPT_VARIANTS, ServingSettings, resolve_system_prompt
 
-__all__ = ["RunSpec", "EvalConfig", "parse_run", "resolve_system_prompt", "POLICIES", "SYSTEM_PROMPT_VARIANTS"]
+__all__ = ["RunSpec", "EvalConfig", "parse_run", "resolve_system_prompt", "adapter_digest", "POLICIES",
+           "SYSTEM_PROMPT_VARIANTS", "ADAPTER_WEIGHT_FILES"]
 
 #: Reference policies every report can show (:mod:`mtrl_gym.evaluation.policies`).
 POLICIES = ("solver", "random")
+#: The weight files a peft adapter folder may hold (either one).
+ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def adapter_digest(adapter: str | Path) -> str | None:
+    """A short sha256 of what an adapter folder loads (``adapter_config.json`` and its weight
+    files, by name and content), or None when it holds neither. Two folders with the same
+    files have the same digest wherever they are; retraining into the same folder changes it."""
+    digest = folder_sha256(Path(adapter).expanduser(), ("adapter_config.json", *ADAPTER_WEIGHT_FILES))
+    return digest[:16] if digest else None
 
 
 @dataclass
@@ -114,7 +127,8 @@ class RunSpec:
         return ", ".join(parts) or "nothing"
 
     def describe(self) -> dict[str, Any]:
-        """JSON-safe settings of this run (for summaries, resume checks and MLflow params)."""
+        """JSON-safe settings of this run (for summaries, resume checks and MLflow params); an
+        adapter run also records ``adapter_sha256``, the digest of its folder's contents."""
         out: dict[str, Any] = {"name": self.name, "kind": self.kind}
         for f in fields(self):
             if f.name in ("name", "sampler", "tokenizer", "serving"):
@@ -126,6 +140,10 @@ class RunSpec:
                 out[key] = value
         if self.sampler is not None:
             out["sampler"] = type(self.sampler).__name__
+        if self.adapter is not None:  # what the folder holds: the same path may hold another adapter later
+            digest = adapter_digest(self.adapter)
+            if digest:
+                out["adapter_sha256"] = digest
         if self.kind == "policy":  # sampling settings do not apply to a text policy
             for key in ("temperature", "top_p", "top_k", "max_new_tokens", "assistant_prefix", "stop", "tools"):
                 out.pop(key, None)

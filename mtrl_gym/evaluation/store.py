@@ -27,6 +27,7 @@ from typing import Any
 
 from mtrl_gym.jsonl import iter_jsonl
 from mtrl_gym.error import ConfigError, DatasetError
+from mtrl_gym.files import write_text_atomic
 from mtrl_gym.serialization import json_line
 
 __all__ = ["EvalStore", "CONFIG_FILE", "read_records"]
@@ -104,8 +105,9 @@ class EvalStore:
         object passed through the Python API may be another instance or class)."""
         spec = json.loads(json.dumps(dict(spec), default=repr))
         if name in self.runs:
-            if _settings(self.runs[name]["spec"]) != _settings(spec):
-                raise ConfigError(f"cannot resume run {name!r} in {self.dir}: its settings changed "
+            saved, now = _settings(self.runs[name]["spec"]), _settings(spec)
+            if saved != now:
+                raise ConfigError(f"cannot resume run {name!r} in {self.dir}: {_what_changed(saved, now)} "
                                   f"(saved {self.runs[name]['spec']}, now {spec}); give the new settings another "
                                   "run name or use another output folder")
         else:
@@ -114,9 +116,7 @@ class EvalStore:
 
     def _write_config(self) -> None:
         data = {"version": _VERSION, **self.header, "runs": self.runs}
-        tmp = self.dir / (CONFIG_FILE + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.dir / CONFIG_FILE)
+        write_text_atomic(self.dir / CONFIG_FILE, json.dumps(data, indent=1) + "\n")
 
     def path(self, run: str) -> Path:
         return self.dir / "trajectories" / self.runs[run]["file"]
@@ -144,8 +144,21 @@ class EvalStore:
 
 
 def _settings(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a run spec that must match on resume (not the Python class of a sampler)."""
-    return {k: v for k, v in spec.items() if k != "sampler"}
+    """The parts of a run spec that must match on resume: not the Python class of a sampler,
+    and an adapter by its contents (``adapter_sha256``) rather than its path where that is recorded."""
+    drop = {"sampler", "adapter"} if spec.get("adapter_sha256") else {"sampler"}
+    return {k: v for k, v in spec.items() if k not in drop}
+
+
+def _what_changed(saved: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    keys = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    if "adapter_sha256" in keys and set(keys) <= {"adapter", "adapter_sha256"}:
+        if "adapter_sha256" not in saved:
+            return ("its episodes were recorded without the adapter's digest (by an older mtrl_gym), so it is "
+                    "unknown whether they came from the adapter there now")
+        return ("the adapter's files changed since its episodes were played (adapter_sha256 "
+                f"{saved['adapter_sha256']} -> {now.get('adapter_sha256')}), so they came from another adapter")
+    return "its settings changed: " + ", ".join(keys)
 
 
 def _drop_partial_line(path: Path) -> None:

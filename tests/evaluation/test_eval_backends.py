@@ -220,3 +220,33 @@ def test_runs_that_load_the_same_model_play_back_to_back(base_dir, adapter_dir):
     assert order == ["base:1.0", "base:0.0", "solver", "trained:1.0", "trained:0.0"]
     with pytest.raises(ConfigError, match="`backend` must be one of"):
         ModelPool(backend="onnx")
+
+
+def test_resume_knows_an_adapter_by_its_files_not_its_path(tmp_path, base_dir, capsys):
+    """An adapter retrained into the same folder is another model: resuming its evaluation is
+    refused, where the same files moved to another folder continue it."""
+    import shutil
+
+    from mtrl_gym.cli import main
+
+    adapter = _adapter(tmp_path / "adapter", str(base_dir), seed=1)
+    out = tmp_path / "eval"
+    argv = ["eval", "mtrl/Wordle-v0", "--model", str(base_dir), "--adapter", str(adapter), "--runs", "trained:0",
+            "--split", "val", "--limit", "2", "-n", "1", "--max-turns", "1", "--max-tokens", "4", "--out", str(out),
+            "--no-mlflow", "--quiet"]
+    assert main(argv) == 0
+    saved = json.loads((out / "eval_config.json").read_text())["runs"]["trained:0.0"]["spec"]
+    assert len(saved["adapter_sha256"]) == 16 and saved["adapter"] == str(adapter)
+    played = (out / "trajectories" / "trained_0.0.jsonl").read_text()
+    moved = shutil.copytree(adapter, tmp_path / "copied" / "adapter")
+    assert main([*argv[:5], str(moved), *argv[6:], "--resume"]) == 0  # the same files elsewhere: nothing to replay
+    assert (out / "trajectories" / "trained_0.0.jsonl").read_text() == played
+    _adapter(adapter, str(base_dir), seed=2)  # trained again, into the same folder
+    assert main([*argv, "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot resume run 'trained:0.0' in {out}: the adapter's files changed since its episodes were played " \
+           f"(adapter_sha256 {saved['adapter_sha256']} -> " in err
+    assert (out / "trajectories" / "trained_0.0.jsonl").read_text() == played  # nothing mixed in
+    spec = RunSpec("trained:0.0", model=str(base_dir), adapter=str(adapter), serving={"temperature": 0.0})
+    assert spec.describe()["adapter_sha256"] != saved["adapter_sha256"]
+    assert "adapter_sha256" not in RunSpec("t", model="m", adapter=str(tmp_path / "nowhere")).describe()

@@ -237,8 +237,11 @@ def test_store_appends_reads_back_and_cuts_a_half_written_line(tmp_path):
         EvalStore(tmp_path, header)
     with pytest.raises(ConfigError, match="its config differs"):
         EvalStore(tmp_path, dict(header, config={"n": 2}), resume=True)
-    with pytest.raises(ConfigError, match="settings changed"):
+    with pytest.raises(ConfigError, match="settings changed: kind"):
         again.add_run("a:1.0", {"kind": "adapter"})
+    again.add_run("old", {"kind": "adapter", "adapter": "runs/a"})  # recorded before runs kept the adapter's digest
+    with pytest.raises(ConfigError, match="recorded without the adapter's digest"):
+        again.add_run("old", {"kind": "adapter", "adapter": "runs/a", "adapter_sha256": "0123"})
     path.write_text('{"task_index": 0, "sample_index": 0}\nnot json\n{"task_index": 1, "sample_index": 0}\n')
     with pytest.raises(DatasetError, match="line 2"):
         read_records(path)

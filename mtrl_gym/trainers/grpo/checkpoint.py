@@ -25,7 +25,6 @@ resumed run on CPU reproduces the uninterrupted run's next step exactly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -39,6 +38,7 @@ import numpy as np
 import torch
 
 from mtrl_gym.error import ConfigError
+from mtrl_gym.files import file_sha256
 from mtrl_gym.trainers.grpo.policy import is_peft_model
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "resume_target", "list_checkpoints", "verify_checkpoint",
@@ -194,15 +194,6 @@ def _write_manifest(folder: Path, step: int) -> None:
                         encoding="utf-8")
     _fsync_file(manifest)
     _fsync_dir(folder)
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB blocks (hex)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _fsync_file(path: Path) -> None:
