@@ -97,6 +97,10 @@ class RolloutSource:
     #: The source's own numbers about its last :meth:`collect` (logged with the step's);
     #: a source that has some assigns a new dict after each collect.
     last_metrics: Mapping[str, float] = MappingProxyType({})
+    #: The keys of :attr:`last_metrics` that count events of one collect (lost episodes, say):
+    #: a wrapper that plays several collects for one step (``dynamic``) sums them; it keeps
+    #: the last collect's value of every other key (a pool size, a running total).
+    counted_metrics: tuple[str, ...] = ()
 
     def batch(self, step: int, feed: TaskFeed) -> RolloutBatch:
         """The batch of training step ``step``: its task rows from ``feed``, played now."""

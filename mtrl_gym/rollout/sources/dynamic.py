@@ -17,7 +17,9 @@ The task stream's state after the last draw is the batch's ``data_state``, so a 
 resumes after every row the step used. The step's metrics gain ``dynamic/draws``,
 ``dynamic/disputed_drawn_frac`` (disputed groups among all groups played),
 ``dynamic/uniform_in_batch`` (groups without disagreement that filled the batch) and
-``dynamic/discarded_groups``.
+``dynamic/discarded_groups``; the wrapped source's own numbers are those of the last draw,
+except the counts it names in ``counted_metrics`` (a Ray pool's lost episodes), summed over
+the draws.
 
 >>> from mtrl_gym.rollout.trajectory import Trajectory
 >>> class Coin(RolloutSource):  # task "even" rows: both episodes agree; "odd": they differ
@@ -101,11 +103,15 @@ class DynamicSampling(RolloutSource):
         uniform: list[list[Trajectory]] = []
         intervals: list[tuple[float, float]] = []
         target, state = 0, {}
+        inner_metrics: dict[str, float] = {}
         for draw in range(self.max_draws):
             tasks, state = feed.draw()
             started = time.monotonic()
             groups = self._groups(self.inner.collect(tasks, seed=self._seed(feed.seed(step), draw)))
             intervals.append((started, time.monotonic()))
+            for key, value in (self.inner.last_metrics or {}).items():  # counts add up over the draws
+                counted = key in getattr(self.inner, "counted_metrics", ())
+                inner_metrics[key] = inner_metrics.get(key, 0.0) + value if counted else value
             target = target or len(groups)
             for group in groups:
                 (kept if disputed(group) else uniform).append(group)
@@ -118,7 +124,7 @@ class DynamicSampling(RolloutSource):
             for t in group:
                 t.group_id = g
                 trajectories.append(t)
-        metrics = dict(self.inner.last_metrics or {})  # the inner source's numbers of the last draw
+        metrics = dict(inner_metrics)
         metrics.update({"dynamic/draws": float(len(intervals)),
                         "dynamic/disputed_drawn_frac": len(kept) / played if played else 0.0,
                         "dynamic/uniform_in_batch": float(max(0, target - len(kept))),

@@ -217,6 +217,8 @@ class RayRolloutEngine(RolloutSource):
         local_sampler: the trainer's own sampler (validation), which gets new weights with the workers.
     """
 
+    counted_metrics = ("ray/lost_episodes", "ray/retried_shards")
+
     def __init__(self, config: Any, policy: Any, tokenizer: Any, *, options: RayOptions | None = None,
                  env: Any = None, actor_options: Mapping[str, Any] | None = None, local_sampler: Any = None):
         options = options or RayOptions()

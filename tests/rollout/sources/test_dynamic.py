@@ -151,3 +151,26 @@ def test_dynamic_sampling_keeps_the_first_disputed_groups_and_fills_with_uniform
     completes = [k for k in range(1, max_draws + 1) if sum(a != b for a, b in played[:k * rows]) >= rows]
     assert len(drawn) // rows == (completes[0] if completes else max_draws)
     assert len(batch.intervals) == len(drawn) // rows
+
+
+def test_the_wrapped_sources_counts_add_up_over_the_draws_and_its_other_numbers_are_the_last_draws():
+    """A step that draws three times reports the episodes its inner source lost in all three
+    (a Ray pool's ``ray/lost_episodes``), and that source's pool size as it is after the last."""
+
+    class Pool(Scripted):
+        counted_metrics = ("pool/lost",)
+
+        def __init__(self):
+            self.calls = 0
+
+        def collect(self, tasks, *, seed=None):
+            self.calls += 1
+            self.last_metrics = {"pool/lost": float(self.calls % 2), "pool/workers": float(self.calls)}
+            return super().collect(tasks, seed=seed)
+
+    rows = iter([{"id": i, "rewards": [0.0, 0.0]} for i in range(6)])  # every group agrees: all three draws
+    batch = DynamicSampling(Pool(), group_size=2, max_draws=3).batch(0, TaskFeed(lambda: ([next(rows)], {}),
+                                                                                 seed=lambda s: 0))
+    metrics = batch.engine_metrics
+    assert metrics["dynamic/draws"] == 3.0
+    assert metrics["pool/lost"] == 2.0 and metrics["pool/workers"] == 3.0  # 1 + 0 + 1 lost; the last pool size

@@ -200,17 +200,15 @@ def test_a_worker_process_killed_with_sigkill_mid_rollout_then_update_policy_and
         assert engine.last_metrics["ray/restarted_workers"] == 1 and engine.last_metrics["ray/workers"] == 2
 
 
-def test_grpo_step_completes_and_checkpoints_after_a_worker_is_killed_with_sigkill(ray_cluster, tmp_path,
-                                                                                  chatml_tokenizer):
-    """End to end: a training run whose worker is SIGKILLed mid-rollout in step 1 finishes both steps,
-    logs the lost episodes and saves its checkpoints (``source.worker_retries`` 0, the default)."""
+def train_with_a_worker_killed(tmp_path, tokenizer, tasks, **overrides) -> list[dict]:
+    """Two GRPO steps (a checkpoint after each) on :class:`HoldEnv` rows, the first worker to
+    reach a held step SIGKILLed; the run must finish both steps and save both checkpoints.
+    Returns the metrics lines of the two steps."""
     hold = tmp_path / "hold"
     hold.mkdir()
-    cfg = config(tmp_path, global_batch_size=2, max_steps=2, checkpoints={"save_every": 1})
-    assert cfg.source["worker_retries"] == 0
-    tasks = [dict(t, hold=str(hold)) for t in TASKS[:4]]
-    trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
-                          env=HoldEnv, train_tasks=tasks, val_tasks=TASKS[:2])
+    cfg = config(tmp_path, global_batch_size=2, max_steps=2, checkpoints={"save_every": 1}, **overrides)
+    trainer = GRPOTrainer(cfg, model=build_tiny_llama(len(tokenizer), seed=0), tokenizer=tokenizer,
+                          env=HoldEnv, train_tasks=[dict(t, hold=str(hold)) for t in tasks], val_tasks=TASKS[:2])
     killer = threading.Thread(target=kill_first_holder, args=(hold,), daemon=True)
     killer.start()
     try:
@@ -220,12 +218,34 @@ def test_grpo_step_completes_and_checkpoints_after_a_worker_is_killed_with_sigki
         (hold / "release").write_text("go")
     killer.join(timeout=5)
     assert summary["status"] == "FINISHED" and summary["steps"] == 2
+    assert [p.name for p in list_checkpoints(tmp_path / "run")] == ["step_000001", "step_000002"]
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["kind"] == "train"]
     assert [r["step"] for r in train] == [1, 2]
-    assert train[0]["ray/lost_episodes"] == 2 and train[1]["ray/lost_episodes"] == 0
-    assert train[1]["ray/restarted_workers"] == 1
-    assert [p.name for p in list_checkpoints(tmp_path / "run")] == ["step_000001", "step_000002"]
+    return train
+
+
+def test_grpo_step_completes_and_checkpoints_after_a_worker_is_killed_with_sigkill(ray_cluster, tmp_path,
+                                                                                  chatml_tokenizer):
+    """End to end: a training run whose worker is SIGKILLed mid-rollout in step 1 finishes both steps,
+    logs the lost episodes and saves its checkpoints (``source.worker_retries`` 0, the default)."""
+    assert config(tmp_path).source["worker_retries"] == 0
+    first, second = train_with_a_worker_killed(tmp_path, chatml_tokenizer, TASKS[:4])
+    assert first["ray/lost_episodes"] == 2 and second["ray/lost_episodes"] == 0
+    assert second["ray/restarted_workers"] == 1
+
+
+def test_dynamic_sampling_over_ray_redraws_past_a_worker_killed_with_sigkill_and_counts_its_losses(
+        ray_cluster, tmp_path, chatml_tokenizer):
+    """``dynamic`` over ``ray``: the SIGKILLed worker's group comes back failed (a uniform group), so
+    the step draws again on the restarted pool, and the step's ``ray/lost_episodes`` counts the
+    episodes lost in every draw, not only in its last one (where nothing was lost)."""
+    first, second = train_with_a_worker_killed(
+        tmp_path, chatml_tokenizer, TASKS,
+        source={"name": "dynamic", "max_draws": 3, "source": {"name": "ray", "workers": 2}})
+    assert first["dynamic/draws"] >= 2  # the lost group agreed (both failed), so a second draw was played
+    assert first["ray/lost_episodes"] == 2 and second["ray/lost_episodes"] == 0
+    assert first["ray/restarted_workers"] == 1 and first["ray/workers"] == 2
 
 
 def test_grpo_trains_with_ray_workers_and_async_rollouts(ray_cluster, tmp_path, chatml_tokenizer):
