@@ -54,6 +54,7 @@ differences, rather than being reused for a table these flags did not make (``re
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -64,8 +65,7 @@ import numpy as np
 
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
-from mtrl_gym.error import ConfigError
-from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
+from mtrl_gym.evaluation import EvalConfig, ResumeMismatch, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.files import file_sha256, folder_sha256, write_text_atomic
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
@@ -157,7 +157,7 @@ def _digest(path: Path) -> str:
     if not path.exists():
         sys.exit(f"{path}, an input of a stage, is missing")
     if path.is_dir():
-        return folder_sha256(path) or "an empty folder"
+        return folder_sha256(path) or hashlib.sha256().hexdigest()  # an empty folder: the digest of nothing
     return file_sha256(path)
 
 
@@ -196,7 +196,8 @@ def reuse(result: Path, settings: dict, inputs: Sequence[Path | None] = ()) -> b
     named = {f"{i} {p.name}": p for i, p in enumerate(q for q in inputs if q is not None)}
     want = json.loads(json.dumps({"settings": settings, "inputs": {k: _digest(p) for k, p in named.items()}},
                                  default=str))
-    made = any(p.name != STAGE_RECORD for p in result.iterdir()) if folder and result.is_dir() else result.is_file()
+    made = (any(p.name != STAGE_RECORD and not p.name.startswith(".") for p in result.iterdir())  # not a .part
+            if folder and result.is_dir() else result.is_file())
     if not made:
         record.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(record, json.dumps(want, indent=1))
@@ -382,8 +383,8 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
                           config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
                                             wrappers=[lambda env: SystemPrompt(env, prompt["text"],
                                                                                tools=prompt["tools"])]))
-    except ConfigError as e:
-        sys.exit(f"{e}. Reusing {out} would print a table these flags did not make: {_REDO.format(out)}")
+    except ResumeMismatch as e:
+        sys.exit(f"{e.reason}. Reusing it would print a table these flags did not make: {_REDO.format(out)}")
     row = result.run(name)
     records = read_records(out / "trajectories" / f"{name}.jsonl")
     metrics = env_play_metrics(config.env, records) or {}

@@ -1,8 +1,8 @@
 """Files written whole or not at all, and compared by content.
 
-:func:`write_text_atomic` writes a new version of a small file (a config, a record) into a
-hidden file beside it and renames it into place, so a process stopped mid-write leaves the
-old version or none, never a half. The digests serve the checks that compare what a result
+:func:`atomic_path` and :func:`write_text_atomic` write a new version of a file (a config, a
+record, a JSONL of trajectories) into a hidden file beside it and rename it into place, so a
+process stopped mid-write leaves the old version or none, never a half. The digests serve the checks that compare what a result
 was made from by content rather than by path (checkpoint manifests, the evaluation store's
 adapter check, the CPU recipe's stage records).
 
@@ -21,24 +21,32 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["write_text_atomic", "file_sha256", "folder_sha256"]
+__all__ = ["atomic_path", "write_text_atomic", "file_sha256", "folder_sha256"]
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A hidden file beside ``path`` (``.<name>.part``) to write ``path``'s new version into:
+    renamed onto ``path`` when the block ends, removed if it raises."""
+    path = Path(path)
+    part = path.with_name(f".{path.name}.part")
+    try:
+        yield part
+        os.replace(part, path)
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` whole: through ``.<name>.part`` beside it, renamed
-    into place; the part file is removed if writing fails. Returns the path."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.part")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``text`` (UTF-8) to ``path`` whole (:func:`atomic_path`); returns the path."""
+    with atomic_path(path) as part:
+        part.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -200,6 +200,8 @@ def test_a_stage_made_with_other_settings_or_inputs_is_not_reused(recipe, tmp_pa
     run = tmp_path / "grpo"
     assert recipe.reuse(run, {"max_steps": 2}, [adapter, None]) is False
     assert (run / "stage.json").is_file() and recipe.reuse(run, {"max_steps": 2}, [adapter]) is False  # record only
+    (run / ".stage.json.part").write_text("{")  # left by a kill while the record was written: not a result
+    assert recipe.reuse(run, {"max_steps": 2}, [adapter]) is False
     (run / "summary.json").write_text("{}")
     assert recipe.reuse(run, {"max_steps": 2}, [adapter]) is True
     moved = tmp_path / "elsewhere" / "adapter"
@@ -328,5 +330,5 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
     weights = load_file(adapter / "adapter_model.safetensors")
     save_file({k: v + 0.01 for k, v in weights.items()}, adapter / "adapter_model.safetensors")
     with pytest.raises(SystemExit, match=r"the adapter's files changed since its episodes were played.*"
-                                         r"Reusing .*eval-T1-sft would print a table these flags did not make"):
+                                         r"Reusing it would print a table these flags did not make: .*delete .*eval-T1-sft"):
         recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])

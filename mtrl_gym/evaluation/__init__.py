@@ -64,7 +64,7 @@ _PUBLIC = {
     "make_policy": "policies", "RandomToolPolicy": "policies",
     "OutcomeRecorder": "scoring",
     "resolve_tasks": "tasks",
-    "read_records": "store",
+    "read_records": "store", "ResumeMismatch": "store",
     "TrainingCurves": "training", "load_training_curves": "training", "reward_hacking_flags": "training",
     "write_report": "report", "text_table": "report", "render_trajectory": "report",
 }

@@ -294,8 +294,9 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
     header = {"env_id": env_id, "tasks": {"count": len(rows), "digest": tasks_digest(rows)},
               "config": config.fingerprint()}
     store = EvalStore(out_dir if out_dir is not None else default_out_dir(), header, resume=resume)
-    for spec in runs:
-        store.add_run(spec.name, spec.describe())
+    described = {spec.name: spec.describe() for spec in runs}  # once: an adapter's digest reads its weights
+    for name, spec_dict in described.items():
+        store.add_run(name, spec_dict)
     order = _execution_order(runs, pool)
     try:
         for i, spec in enumerate(order):
@@ -312,7 +313,7 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
             pool.release(order[i + 1:])
     finally:
         pool.close()
-    return _finish(env_id, runs, rows, task_ids, config, store, curves, report=report, mlflow=mlflow,
+    return _finish(env_id, runs, described, rows, task_ids, config, store, curves, report=report, mlflow=mlflow,
                    tracking_uri=tracking_uri, experiment=experiment, training_run=training_run)
 
 
@@ -336,11 +337,11 @@ def _curves(training_run, keys, tracking_uri):
     return load_training_curves(training_run, reward_key=keys[0], success_key=keys[1], tracking_uri=tracking_uri)
 
 
-def _finish(env_id, runs, rows, task_ids, config, store, curves, *, report, mlflow, tracking_uri, experiment,
-            training_run) -> EvalResult:
+def _finish(env_id, runs, described, rows, task_ids, config, store, curves, *, report, mlflow, tracking_uri,
+            experiment, training_run) -> EvalResult:
     data = {s.name: RunData(s.name, store.records(s.name), len(rows), config.n) for s in runs}
     stats = {"confidence": config.confidence, "resamples": config.bootstrap_resamples, "seed": config.seed}
-    summaries = {s.name: summarise_run(data[s.name], spec=s.describe(), ks=config.ks,
+    summaries = {s.name: summarise_run(data[s.name], spec=described[s.name], ks=config.ks,
                                        with_training_reward=bool(config.wrappers), **stats) for s in runs}
     reference = config.reference_run or next((s.name for s in runs if s.kind != "policy"), None)
     top = compare_runs(summaries, data, reference=reference, **stats)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,19 @@ from mtrl_gym.error import ConfigError, DatasetError
 from mtrl_gym.files import write_text_atomic
 from mtrl_gym.serialization import json_line
 
-__all__ = ["EvalStore", "CONFIG_FILE", "read_records"]
+__all__ = ["EvalStore", "ResumeMismatch", "CONFIG_FILE", "read_records"]
 
 CONFIG_FILE = "eval_config.json"
 _VERSION = 1
+
+
+class ResumeMismatch(ConfigError):
+    """The evaluation or run in an output folder is not the one being resumed (other tasks,
+    settings or adapter). ``reason`` is the first part of the message, without the advice."""
+
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason
 
 
 def _file_name(run: str, taken: Iterable[str]) -> str:
@@ -94,10 +104,10 @@ class EvalStore:
             raise ConfigError(f"{path} is not valid JSON ({e.msg}); it is not an evaluation folder") from None
         for key in ("env_id", "tasks", "config"):
             if saved.get(key) != self.header.get(key):
-                raise ConfigError(
-                    f"cannot resume {self.dir}: its {key} differs from this evaluation's "
-                    f"(saved {json.dumps(saved.get(key))[:300]}, now {json.dumps(self.header.get(key))[:300]}); "
-                    "resume with the same settings, or choose another output folder")
+                reason = f"cannot resume {self.dir}: its {key} differs from this evaluation's"
+                raise ResumeMismatch(
+                    f"{reason} (saved {json.dumps(saved.get(key))[:300]}, now {json.dumps(self.header.get(key))[:300]}); "
+                    "resume with the same settings, or choose another output folder", reason=reason)
         self.runs = dict(saved.get("runs") or {})
 
     def add_run(self, name: str, spec: Mapping[str, Any]) -> None:
@@ -106,10 +116,21 @@ class EvalStore:
         spec = json.loads(json.dumps(dict(spec), default=repr))
         if name in self.runs:
             saved, now = _settings(self.runs[name]["spec"]), _settings(spec)
+            legacy = "adapter_sha256" in now and "adapter_sha256" not in saved
+            if legacy:  # recorded before runs kept the adapter's digest: the path is all there is to compare
+                now.pop("adapter_sha256")
+            elif "adapter_sha256" in saved or "adapter_sha256" in now:  # the contents decide, not the path
+                saved.pop("adapter", None)
+                now.pop("adapter", None)
             if saved != now:
-                raise ConfigError(f"cannot resume run {name!r} in {self.dir}: {_what_changed(saved, now)} "
-                                  f"(saved {self.runs[name]['spec']}, now {spec}); give the new settings another "
-                                  "run name or use another output folder")
+                reason = f"cannot resume run {name!r} in {self.dir}: {_what_changed(saved, now, spec.get('adapter'))}"
+                raise ResumeMismatch(f"{reason} (saved {self.runs[name]['spec']}, now {spec}); give the new settings "
+                                     "another run name or use another output folder", reason=reason)
+            if legacy:
+                warnings.warn(f"run {name!r} in {self.dir} was recorded without its adapter's digest (by an older "
+                              f"mtrl_gym): its episodes are taken to come from the adapter now at "
+                              f"{spec.get('adapter')}, whose digest is recorded from now on", stacklevel=2)
+                self.runs[name]["spec"] = spec
         else:
             self.runs[name] = {"spec": spec, "file": _file_name(name, (r["file"] for r in self.runs.values()))}
         self._write_config()
@@ -144,20 +165,18 @@ class EvalStore:
 
 
 def _settings(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a run spec that must match on resume: not the Python class of a sampler,
-    and an adapter by its contents (``adapter_sha256``) rather than its path where that is recorded."""
-    drop = {"sampler", "adapter"} if spec.get("adapter_sha256") else {"sampler"}
-    return {k: v for k, v in spec.items() if k not in drop}
+    """The parts of a run spec that must match on resume (not the Python class of a sampler;
+    :meth:`EvalStore.add_run` compares an adapter by its digest where one is recorded)."""
+    return {k: v for k, v in spec.items() if k != "sampler"}
 
 
-def _what_changed(saved: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+def _what_changed(saved: Mapping[str, Any], now: Mapping[str, Any], adapter: str | None) -> str:
     keys = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
-    if "adapter_sha256" in keys and set(keys) <= {"adapter", "adapter_sha256"}:
-        if "adapter_sha256" not in saved:
-            return ("its episodes were recorded without the adapter's digest (by an older mtrl_gym), so it is "
-                    "unknown whether they came from the adapter there now")
+    if keys == ["adapter_sha256"]:
+        if now.get("adapter_sha256") is None:
+            return f"there are no adapter files at {adapter} now"
         return ("the adapter's files changed since its episodes were played (adapter_sha256 "
-                f"{saved['adapter_sha256']} -> {now.get('adapter_sha256')}), so they came from another adapter")
+                f"{saved.get('adapter_sha256')} -> {now['adapter_sha256']}), so they came from another adapter")
     return "its settings changed: " + ", ".join(keys)
 
 

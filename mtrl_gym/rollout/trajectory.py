@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from mtrl_gym.files import atomic_path
 from mtrl_gym.serialization import json_line, json_safe
 
 __all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe", "turn_record", "TURN_KEYS"]
@@ -132,13 +133,8 @@ def save_jsonl(trajectories: Iterable[Trajectory], path: str | os.PathLike, *, a
     if append:
         write(path, "a")
         return path
-    tmp = path.with_name(f".{path.name}.part")
-    try:
-        write(tmp, "w")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as part:
+        write(part, "w")
     return path
 
 

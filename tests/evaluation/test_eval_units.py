@@ -14,7 +14,7 @@ from mtrl_gym.evaluation.policies import RandomToolPolicy, make_policy, play_epi
 from mtrl_gym.evaluation.scoring import OutcomeRecorder
 from mtrl_gym.wrappers.system_prompt import SystemPrompt
 from mtrl_gym.evaluation.specs import EvalConfig, RunSpec, parse_run, resolve_system_prompt
-from mtrl_gym.evaluation.store import EvalStore, read_records
+from mtrl_gym.evaluation.store import EvalStore, ResumeMismatch, read_records
 from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks
 
 SOURCES = {"base": {"model": "smollm2-135m"}, "trained": {"adapter": "out/final", "model": "smollm2-135m"}}
@@ -240,8 +240,16 @@ def test_store_appends_reads_back_and_cuts_a_half_written_line(tmp_path):
     with pytest.raises(ConfigError, match="settings changed: kind"):
         again.add_run("a:1.0", {"kind": "adapter"})
     again.add_run("old", {"kind": "adapter", "adapter": "runs/a"})  # recorded before runs kept the adapter's digest
-    with pytest.raises(ConfigError, match="recorded without the adapter's digest"):
+    with pytest.raises(ConfigError, match="settings changed: adapter"):  # then only the path can be compared
+        again.add_run("old", {"kind": "adapter", "adapter": "runs/b", "adapter_sha256": "0123"})
+    with pytest.warns(UserWarning, match="recorded without its adapter's digest"):
         again.add_run("old", {"kind": "adapter", "adapter": "runs/a", "adapter_sha256": "0123"})
+    with pytest.raises(ResumeMismatch, match=r"adapter's files changed .*\(adapter_sha256 0123 -> 4567\)") as e:
+        EvalStore(tmp_path, header, resume=True).add_run("old", {"kind": "adapter", "adapter": "elsewhere",
+                                                                 "adapter_sha256": "4567"})
+    assert e.value.reason.endswith("so they came from another adapter")  # the digest was recorded on the upgrade
+    with pytest.raises(ResumeMismatch, match="no adapter files at runs/a now"):
+        again.add_run("old", {"kind": "adapter", "adapter": "runs/a"})
     path.write_text('{"task_index": 0, "sample_index": 0}\nnot json\n{"task_index": 1, "sample_index": 0}\n')
     with pytest.raises(DatasetError, match="line 2"):
         read_records(path)

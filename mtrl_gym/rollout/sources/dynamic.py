@@ -110,7 +110,7 @@ class DynamicSampling(RolloutSource):
             groups = self._groups(self.inner.collect(tasks, seed=self._seed(feed.seed(step), draw)))
             intervals.append((started, time.monotonic()))
             for key, value in (self.inner.last_metrics or {}).items():  # counts add up over the draws
-                counted = key in getattr(self.inner, "counted_metrics", ())
+                counted = key in self.inner.counted_metrics
                 inner_metrics[key] = inner_metrics.get(key, 0.0) + value if counted else value
             target = target or len(groups)
             for group in groups:
