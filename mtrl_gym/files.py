@@ -2,9 +2,9 @@
 
 :func:`atomic_path` and :func:`write_text_atomic` write a new version of a file (a config, a
 record, a JSONL of trajectories) into a hidden file beside it and rename it into place, so a
-process stopped mid-write leaves the old version or none, never a half. The digests serve the checks that compare what a result
-was made from by content rather than by path (checkpoint manifests, the evaluation store's
-adapter check, the CPU recipe's stage records).
+process stopped mid-write leaves the old version or none, never a half. The digests serve the
+checks that compare what a result was made from by content rather than by path (checkpoint
+manifests, the evaluation store's adapter check, the CPU recipe's stage records).
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp())
