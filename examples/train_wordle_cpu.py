@@ -14,7 +14,9 @@ differences, rather than being reused for a table these flags did not make (``re
    opener, then the answer with the most common letters among those that fit all feedback)
    plays the training words through the rollout engine, in the exact serving format
    (system prompt without tool schemas, format prefill, stop at ``"``), each guess spelled
-   out (``R E S I N``: one token per letter, the same tokens as the board's letters); and
+   out (``R E S I N``: one token per letter, the same tokens as the board's letters) or, in
+   the short version (``--guess-form``), written as a word (``resin``: fewer tokens, whose
+   spelling the model already knows, but whose letters it must know to use a clue); and
    *lexicon data* (``--lexicon``, ``--boards``; the short version's default): the answer
    list's words as first guesses, and single boards of random pre-played words answered by
    the teacher with a word that fits them. ``--spelling STEPS`` adds a *spelling drill*, SFT
@@ -67,6 +69,7 @@ import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
 from mtrl_gym.evaluation import EvalConfig, ResumeMismatch, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
+from mtrl_gym.evaluation.serving import system_prompt_file
 from mtrl_gym.files import file_sha256, folder_sha256, write_text_atomic
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig
@@ -74,7 +77,6 @@ from mtrl_gym.trainers.grpo.data import load_task_splits
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 from mtrl_gym.trainers.sft.config import SFTConfig
 from mtrl_gym.trainers.sft.trainer import SFTTrainer
-from mtrl_gym.wrappers import SystemPrompt
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -91,6 +93,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--boards", type=int, default=None,
                    help="single-board examples: 1-4 random words on the board, the teacher's next guess "
                         "(default 0; the short version: 320)")
+    p.add_argument("--guess-form", choices=GUESS_FORMS, default=None,
+                   help="how a guess is written: spelled out, R E S I N (the default), or as a word, resin (the "
+                        "short version's default: in 40 steps it writes twice as many new real words; measured in "
+                        "docs/training.md)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
     p.add_argument("--sft-minutes", type=float, default=None,
@@ -136,13 +142,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.dagger < 0 or args.expert_iteration < 0 or args.spelling < 0 or args.round2_steps < 1:
         p.error("--dagger, --expert-iteration and --spelling take a number >= 0, --round2-steps a number >= 1")
+    if args.spelling and args.guess_form == "word":
+        p.error("--spelling drills the spelled-out form: give it with --guess-form spelled")
     if args.spelling_lr is not None and not args.spelling:
         p.error("--spelling-lr sets the spelling drill's learning rate: give --spelling STEPS too")
     if args.dagger and args.expert_iteration:
         p.error("--dagger and --expert-iteration each make the second round's data: give one of them")
     # the short version's settings (docs/training.md measures them); a flag given still wins
-    short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2}
-    full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0, "demos": 960, "grpo_steps": 6}
+    short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2,
+             "guess_form": "spelled" if args.spelling else "word"}
+    full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0, "demos": 960, "grpo_steps": 6,
+            "guess_form": "spelled"}
     for key, value in (short if args.short else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -230,6 +240,31 @@ def _settings(config, *paths: str) -> dict:
     return {k: v for k, v in _flat(config.to_dict()).items() if not any(k == d or k.startswith(f"{d}.") for d in drop)}
 
 
+#: How a guess is written. ``spelled``: ``R E S I N``, one token per letter, the same tokens as the
+#: board's letters (what the cpu-sft preset's system prompt asks for); ``word``: ``resin``, a word
+#: piece or two whose spelling the model has memorised, asked for by the same prompt without its
+#: last sentence (:func:`with_guess_form`).
+GUESS_FORMS = ("spelled", "word")
+SPELLED_SENTENCE = " Write each guess as its five letters in capitals, separated by spaces."
+
+
+def with_guess_form(preset: GRPOConfig, form: str) -> GRPOConfig:
+    """``preset`` with system prompts (training and validation) that ask for guesses in ``form``."""
+    if form == "spelled":
+        return preset
+    config = preset.to_dict()
+    for wrappers in (config["env_wrappers"], config["validation"]["env_wrappers"]):
+        for wrapper in wrappers:
+            text = wrapper.get("kwargs", {}).get("text")
+            if wrapper["name"] == "SystemPrompt" and text:
+                if SPELLED_SENTENCE not in text:
+                    sys.exit(f"--guess-form {form}: the system prompt does not ask for spelled-out guesses "
+                             f"({SPELLED_SENTENCE.strip()!r}), so there is nothing to take out: {text!r}; give --guess-form "
+                             "spelled to keep this prompt as it is")
+                wrapper["kwargs"]["text"] = text.replace(SPELLED_SENTENCE, "")
+    return GRPOConfig.from_dict(config)
+
+
 def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> list[Path]:
     """Teacher games on the training words, in the evaluation's format (no curriculum), and
     the lexicon data: ``--lexicon`` first guesses (a uniformly random answer word: the word
@@ -238,9 +273,10 @@ def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> l
     made = []
     system = [config.env_wrappers[0]]
     boards = [*system, {"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], "policy": "random"}}]
-    lexicon = {"choice": "random", "openers": [], "spelled": True}
+    spelled = args.guess_form == "spelled"
+    lexicon = {"choice": "random", "openers": [], "spelled": spelled}
     for name, n, wrappers, kwargs, max_turns, seed in [
-            ("demos", args.demos, system, {"choice": args.teacher, "spelled": True}, None, 0),
+            ("demos", args.demos, system, {"choice": args.teacher, "spelled": spelled}, None, 0),
             ("lexicon", args.lexicon, system, lexicon, 1, 10_000),
             ("boards", args.boards, boards, {**lexicon, "choice": args.teacher}, 1, 20_000)]:
         path = out / f"{name}.jsonl"
@@ -326,7 +362,8 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
     rows = [train[(start + i) % (len(train) - args.temperature_words)] for i in range(n)]
     system = [config.env_wrappers[0]]
     demo = DemoConfig(env=config.env, env_wrappers=system, policy="teacher",
-                      policy_kwargs={"choice": args.teacher, "spelled": True}, num_episodes=1, model=config.model,
+                      policy_kwargs={"choice": args.teacher, "spelled": args.guess_form == "spelled"},
+                      num_episodes=1, model=config.model,
                       serving=config.serving, max_episode_tokens=config.episode.max_tokens,
                       train_size=config.train_size, val_size=config.val_size, split_seed=config.split_seed, seed=30_000)
     temperature = LEARNER_TEMPERATURE if relabel else 1.0
@@ -374,15 +411,15 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     """Full 6-guess games served like training (``constrained``: dictionary decoding, a policy
     of its own) on ``tasks`` (``split=``/``limit=`` or ``tasks=`` rows of
     :func:`mtrl_gym.evaluation.evaluate`), scored by the bare env's play metrics."""
-    prompt = config.env_wrappers[0]["kwargs"]
+    prompt = config.env_wrappers[0]["kwargs"]  # a file, so the folder's record knows the prompt by its digest
     spec = RunSpec(name, model=config.model, adapter=adapter,
-                   serving=config.serving.replace(temperature=temperature, constrained=constrained))
+                   serving=config.serving.replace(temperature=temperature, constrained=constrained,
+                                                  system_prompt=system_prompt_file(prompt["text"], out),
+                                                  tools=prompt["tools"]))
     started = time.monotonic()
     try:  # resumes the folder's evaluation only if its run, adapter (by content), tasks and seeds are these
         result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
-                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
-                                            wrappers=[lambda env: SystemPrompt(env, prompt["text"],
-                                                                               tools=prompt["tools"])]))
+                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16))
     except ResumeMismatch as e:
         sys.exit(f"{e.reason}. Reusing it would print a table these flags did not make: {_REDO.format(out)}")
     row = result.run(name)
@@ -447,7 +484,7 @@ def main() -> None:
                       f"micro_batch_tokens={args.micro_batch_tokens}", *args.overrides]
     if args.grpo_steps is not None:
         grpo_overrides.append(f"max_steps={args.grpo_steps}")
-    preset = GRPOConfig.load("cpu-sft", overrides=grpo_overrides)
+    preset = with_guess_form(GRPOConfig.load("cpu-sft", overrides=grpo_overrides), args.guess_form)
 
     peaks = memory.PeakMemory()  # the peak resident memory of each stage
     with peaks("demonstrations"):
