@@ -33,6 +33,44 @@ def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe):
     assert (given.sft_steps, given.sft_lr, given.grpo_steps, given.demos) == (10, 1e-3, 8, 64)
 
 
+def test_the_short_version_writes_words_and_the_recipe_spells(recipe, monkeypatch, tmp_path, chatml_tokenizer):
+    from mtrl_gym import models
+    from mtrl_gym.envs.wordle import game
+    from mtrl_gym.rollout.trajectory import iter_jsonl
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    assert (recipe.parse_args(["--short"]).guess_form, recipe.parse_args([]).guess_form) == ("word", "spelled")
+    assert recipe.parse_args(["--short", "--spelling", "4"]).guess_form == "spelled"  # the drill spells
+    assert recipe.parse_args(["--guess-form", "word"]).guess_form == "word"
+    with pytest.raises(SystemExit):
+        recipe.parse_args(["--short", "--guess-form", "word", "--spelling", "4"])
+    preset = GRPOConfig.load("cpu-sft")
+    assert recipe.with_guess_form(preset, "spelled") is preset
+    words = recipe.with_guess_form(preset, "word")
+    for config in (words, preset):
+        prompts = [w["kwargs"]["text"] for w in (*config.env_wrappers, *config.validation.env_wrappers)
+                   if w["name"] == "SystemPrompt"]
+        assert len(prompts) == 2 and len(set(prompts)) == 1
+        assert prompts[0].endswith("Use the feedback." + recipe.SPELLED_SENTENCE * (config is preset))
+    assert words.to_dict()["serving"] == preset.to_dict()["serving"]
+    with pytest.raises(SystemExit, match="give --guess-form spelled"):  # a prompt of one's own is not edited
+        recipe.with_guess_form(GRPOConfig.load("cpu-sft", overrides=['env_wrappers=[{"name": "SystemPrompt", '
+                                                                      '"kwargs": {"text": "Play.", "tools": false}}]']),
+                               "word")
+
+    monkeypatch.setattr(models, "load_tokenizer", lambda name: chatml_tokenizer)
+    for form, config in (("word", words), ("spelled", preset)):
+        args = recipe.parse_args(["--short", "--guess-form", form, "--demos", "2", "--lexicon", "2", "--boards", "2"])
+        for path in recipe.demonstrations(config, tmp_path / form, args):
+            for t in iter_jsonl(path):
+                assert t.messages[0]["role"] == "system" and ("in capitals" in t.messages[0]["content"]) == (
+                    form == "spelled")
+                for m in t.messages:
+                    if m["role"] == "assistant":
+                        guess = m["content"].removeprefix(config.serving.assistant_prefix).removesuffix('"')
+                        assert (game.unspell(guess) if form == "spelled" else guess) in game.allowed_index(), guess
+
+
 def test_the_temperature_is_chosen_on_training_words_by_new_real_words(recipe, monkeypatch):
     """The rule: most new real words a turn, the higher temperature on a tie; the rows are the
     training split's last words, never a validation word."""
@@ -329,6 +367,10 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
 
     weights = load_file(adapter / "adapter_model.safetensors")
     save_file({k: v + 0.01 for k, v in weights.items()}, adapter / "adapter_model.safetensors")
+    # The folder's record knows the system prompt too: the same adapter asked for words is another run.
+    with pytest.raises(SystemExit, match=r"system_prompt.*Reusing it would print a table these flags did not make"):
+        recipe.games(recipe.with_guess_form(config, "word"), tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0,
+                     tasks=train[-1:])
     with pytest.raises(SystemExit, match=r"the adapter's files changed since its episodes were played.*"
                                          r"Reusing it would print a table these flags did not make: .*delete .*eval-T1-sft"):
         recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
