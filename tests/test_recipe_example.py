@@ -284,7 +284,8 @@ def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(r
             adapter = out / "checkpoints" / f"step_{self.config.max_steps:06d}" / "adapter"
             adapter.mkdir(parents=True, exist_ok=True)
             (adapter / "adapter_model.safetensors").write_text(repr(self.config.learning_rate))
-            summary = {"status": "FINISHED", "adapter": str(adapter), "steps": self.config.max_steps, "seconds": 1.0}
+            summary = {"status": "FINISHED", "adapter": str(adapter), "steps": self.config.max_steps, "seconds": 1.0,
+                       "run_dir": str(out)}
             (out / "summary.json").write_text(json.dumps(summary))
             return summary
 
@@ -317,9 +318,14 @@ def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(r
         recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--sft-steps", "60"]))
     recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--micro-batch-tokens", "512"]))
     assert trained[-1] == "sft" and resumed[-1] == tmp_path / "sft"  # continued from its checkpoints, same settings
+    (tmp_path / "moved").mkdir()  # a run folder moved (or copied) elsewhere: its adapter is found there
+    (tmp_path / "sft").rename(tmp_path / "moved" / "sft")
+    moved, _ = recipe.supervised([demos], tmp_path / "moved" / "sft", recipe.parse_args(["--short", "--micro-batch-tokens", "512"]))
+    assert moved == tmp_path / "moved" / "sft" / "checkpoints" / "step_000040" / "adapter" and moved.is_dir()
+    assert trained.count("sft") == 2  # reused, not trained again
     demos.write_text('{"task_id": "b"}\n')
     with pytest.raises(SystemExit, match=r"demos.jsonl is not the one it was made from"):
-        recipe.supervised([demos], tmp_path / "sft", args)
+        recipe.supervised([demos], tmp_path / "moved" / "sft", args)
 
 
 @pytest.mark.slow
