@@ -307,17 +307,11 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
     if reuse(out, _settings(config, "demos", "init_adapter"), [*demos, init_adapter]) and done.is_file() \
             and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
-        return _here(out, summary), summary
+        # the adapter by its place in the run folder: the summary's absolute path is stale in a moved --out
+        return out / Path(summary["adapter"]).relative_to(summary["run_dir"]), summary
     resume = out if (out / "checkpoints").is_dir() else None
     summary = SFTTrainer(config, resume=resume).train()
     return Path(summary["adapter"]), summary
-
-
-def _here(out: Path, summary: dict) -> Path:
-    """A finished SFT run's adapter, found in ``out`` even when the run folder was moved or
-    copied since (its summary records the adapter by the path it had then)."""
-    adapter, run_dir = Path(summary["adapter"]), Path(summary.get("run_dir") or out)
-    return out / adapter.relative_to(run_dir) if adapter.is_relative_to(run_dir) else adapter
 
 
 SPELLING_SYSTEM = ("You write real 5-letter English words for a word game. Write each word as its five letters "
