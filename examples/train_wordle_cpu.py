@@ -21,7 +21,9 @@ differences, rather than being reused for a table these flags did not make (``re
    list's words as first guesses, and single boards of random pre-played words answered by
    the teacher with a word that fits them. ``--spelling STEPS`` adds a *spelling drill*, SFT
    before SFT: the answer words alone, spelled out in the serving format, 25 to a
-   conversation, without a board.
+   conversation, without a board. ``--recap`` ends every observation (in the data, GRPO and
+   every evaluation) with one line of the clues, green pattern last
+   (``mtrl_gym.wrappers.WordleRecap``), which a spelled guess can copy its greens from.
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
    tokens only), for ``--sft-steps`` steps of 8 examples (no time cap unless
    ``--sft-minutes``: a slow machine gives the same table, later).
@@ -44,8 +46,8 @@ differences, rather than being reused for a table these flags did not make (``re
    base model with *dictionary decoding* (each guess restricted to an allowed word;
    ``--no-dictionary`` skips them), all scored by the bare env, with the Wordle play metrics
    (``mtrl_gym.envs.wordle.play_metrics``: valid/new-word rates, clue-consistency vs a
-   random word on the same boards, the shuffled-feedback control, solves with a Wilson
-   interval, the most common guess); valid and new words carry Wilson 95 % intervals over turns.
+   random word on the same boards, the shuffled-feedback control, letter-level clue use of any
+   five letters, a word or not, solves with a Wilson interval, the most common guess); valid and new words carry Wilson 95 % intervals over turns.
 6. **Report**: a table on stdout and ``results.json``, with the peak resident memory of each
    stage (``mtrl_gym.memory.PeakMemory``). Memory freed by a stage is handed back to the OS
    before the next (``memory.release()``), and SFT and GRPO compute the update in micro-batches
@@ -71,6 +73,7 @@ from mtrl_gym.evaluation import EvalConfig, ResumeMismatch, RunSpec, evaluate, r
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.evaluation.serving import system_prompt_file
 from mtrl_gym.files import file_sha256, folder_sha256, write_text_atomic
+from mtrl_gym.rollout.sources.local import build_wrappers
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.data import load_task_splits
@@ -97,6 +100,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how a guess is written: spelled out, R E S I N (the default), or as a word, resin (the "
                         "short version's default: in 40 steps it writes twice as many new real words; measured in "
                         "docs/training.md)")
+    p.add_argument("--recap", action="store_true",
+                   help="end every observation with a one-line recap of the clues, green pattern last "
+                        "(mtrl_gym.wrappers.WordleRecap), in the data, GRPO and every evaluation (default: off)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
     p.add_argument("--sft-minutes", type=float, default=None,
@@ -265,14 +271,35 @@ def with_guess_form(preset: GRPOConfig, form: str) -> GRPOConfig:
     return GRPOConfig.from_dict(config)
 
 
+RECAP = {"name": "WordleRecap"}
+
+
+def with_recap(preset: GRPOConfig) -> GRPOConfig:
+    """``preset`` whose training and validation envs end each observation with a
+    :class:`~mtrl_gym.wrappers.WordleRecap` line (outside ``PriorGuesses``, which it reads)."""
+    config = preset.to_dict()
+    for group in (config, config["validation"]):
+        wrappers = group["env_wrappers"]
+        at = next((i + 1 for i, w in enumerate(wrappers) if w["name"] == "PriorGuesses"), 1)
+        group["env_wrappers"] = [*wrappers[:at], RECAP, *wrappers[at:]]
+    return GRPOConfig.from_dict(config)
+
+
+def observation_wrappers(config: GRPOConfig) -> list[dict]:
+    """The wrappers that change what the model reads (the recap), for data and evaluations."""
+    return [w for w in config.env_wrappers if w["name"] == RECAP["name"]]
+
+
 def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> list[Path]:
     """Teacher games on the training words, in the evaluation's format (no curriculum), and
     the lexicon data: ``--lexicon`` first guesses (a uniformly random answer word: the word
     list itself, spelled out) and ``--boards`` single boards (1-4 random words pre-played, then
     the teacher's next guess: one that fits them)."""
     made = []
-    system = [config.env_wrappers[0]]
-    boards = [*system, {"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], "policy": "random"}}]
+    recap = observation_wrappers(config)
+    system = [config.env_wrappers[0], *recap]
+    boards = [config.env_wrappers[0], {"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], "policy": "random"}},
+              *recap]
     spelled = args.guess_form == "spelled"
     lexicon = {"choice": "random", "openers": [], "spelled": spelled}
     for name, n, wrappers, kwargs, max_turns, seed in [
@@ -361,7 +388,7 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
                                 val_size=config.val_size, split_seed=config.split_seed)
     start = args.demos % len(train)  # the short version's games use the first 160 words
     rows = [train[(start + i) % (len(train) - args.temperature_words)] for i in range(n)]
-    system = [config.env_wrappers[0]]
+    system = [config.env_wrappers[0], *observation_wrappers(config)]
     demo = DemoConfig(env=config.env, env_wrappers=system, policy="teacher",
                       policy_kwargs={"choice": args.teacher, "spelled": args.guess_form == "spelled"},
                       num_episodes=1, model=config.model,
@@ -420,7 +447,8 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     started = time.monotonic()
     try:  # resumes the folder's evaluation only if its run, adapter (by content), tasks and seeds are these
         result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
-                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16))
+                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
+                                            wrappers=build_wrappers(observation_wrappers(config))))
     except ResumeMismatch as e:
         sys.exit(f"{e.reason}. Reusing it would print a table these flags did not make: {_REDO.format(out)}")
     row = result.run(name)
@@ -446,12 +474,17 @@ def serving_temperature(config: GRPOConfig, out: Path, adapter: str, words: int,
 
 ROWS = [("valid word", "valid_word_rate"), ("new word", "new_word_rate"), ("clue-consistent (turns 2-6)", "consistency"),
         ("  random word, same boards", "random_consistency"), ("  ratio", "consistency_vs_random"),
-        ("shuffled-feedback control", "control_consistency"), ("solved", "solve_rate"),
+        ("shuffled-feedback control", "control_consistency"),
+        ("greens kept, any 5 letters (random word)", "greens_kept"), ("grays avoided (random word)", "grays_avoided"),
+        ("yellows used (random word)", "yellows_used"), ("solved", "solve_rate"),
         ("most common guess", "top_guess_share"),
         ("outcome reward (a game unfinished in 6 turns: -1.50)", "outcome_reward_mean")]
 INTERVALS = {"valid_word_rate": ("valid_word_low", "valid_word_high", "valid_words", "turns"),
              "new_word_rate": ("new_word_low", "new_word_high", "new_words", "turns"),
              "solve_rate": ("solve_rate_low", "solve_rate_high", "solved", "games")}
+
+
+LETTER_TURNS = {"greens_kept": "green_turns", "grays_avoided": "gray_turns", "yellows_used": "yellow_turns"}
 
 
 def table(columns: dict[str, dict], title: str = "held-out, full games") -> str:
@@ -466,6 +499,8 @@ def table(columns: dict[str, dict], title: str = "held-out, full games") -> str:
             elif key in INTERVALS and INTERVALS[key][0] in m:
                 low, high, k, n = INTERVALS[key]
                 cells.append(f"{v:.1%} [{m[low]:.1%}, {m[high]:.1%}] ({m[k]}/{m[n]})")
+            elif key in LETTER_TURNS:  # letter-level clue use: of the turns with that clue, beside a random word's
+                cells.append(f"{v:.1%} ({m['random_' + key]:.1%}) ({m[key + '_n']}/{m[LETTER_TURNS[key]]})")
             elif key == "top_guess_share":
                 cells.append(f"{v:.1%} ({m['top_guess']})" if m.get("top_guess") else "no valid guess")
             elif key in ("consistency_vs_random", "outcome_reward_mean"):
@@ -486,6 +521,8 @@ def main() -> None:
     if args.grpo_steps is not None:
         grpo_overrides.append(f"max_steps={args.grpo_steps}")
     preset = with_guess_form(GRPOConfig.load("cpu-sft", overrides=grpo_overrides), args.guess_form)
+    if args.recap:
+        preset = with_recap(preset)
 
     peaks = memory.PeakMemory()  # the peak resident memory of each stage
     with peaks("demonstrations"):

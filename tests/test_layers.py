@@ -24,7 +24,8 @@ CORE = {"__init__", "registry", "error", "parsing", "datasets", "jsonl", "stats"
 #: Heavy frameworks that envs and wrappers never import.
 HEAVY = ("torch", "transformers", "peft", "vllm", "trl", "verifiers", "ray", "fastapi", "uvicorn")
 #: Env-specific wrappers, which may name their env family (like Gymnasium's Atari wrappers).
-ENV_SPECIFIC_WRAPPERS = {"wrappers.wordle_shaping", "wrappers.curriculum", "wrappers.field_reward"}
+ENV_SPECIFIC_WRAPPERS = {"wrappers.wordle_shaping", "wrappers.wordle_recap", "wrappers.curriculum",
+                         "wrappers.field_reward"}
 #: Sub-packages of ``envs`` that are one env family (code outside ``envs`` must not import them).
 FAMILIES = ("envs.wordle", "envs.sop", "envs.sandbox")
 

@@ -71,6 +71,36 @@ def test_the_short_version_writes_words_and_the_recipe_spells(recipe, monkeypatc
                         assert (game.unspell(guess) if form == "spelled" else guess) in game.allowed_index(), guess
 
 
+def test_the_recap_line_reaches_training_validation_and_every_data_file(recipe, monkeypatch, tmp_path,
+                                                                       chatml_tokenizer):
+    """``--recap``: WordleRecap outside PriorGuesses in training, in validation, and in the
+    demonstrations, so the model reads the same line in SFT, GRPO and the held-out columns."""
+    from mtrl_gym import models
+    from mtrl_gym.rollout.trajectory import iter_jsonl
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    assert not recipe.parse_args(["--short"]).recap and recipe.parse_args(["--short", "--recap"]).recap
+    preset = GRPOConfig.load("cpu-sft")
+    assert recipe.observation_wrappers(preset) == []
+    config = recipe.with_recap(preset)
+    assert [w["name"] for w in config.env_wrappers] == ["SystemPrompt", "PriorGuesses", "WordleRecap", "WordleShaping"]
+    assert [w["name"] for w in config.validation.env_wrappers] == ["SystemPrompt", "WordleRecap", "WordleShaping"]
+    assert [w["name"] for w in recipe.observation_wrappers(config)] == ["WordleRecap"]
+
+    monkeypatch.setattr(models, "load_tokenizer", lambda name: chatml_tokenizer)
+    args = recipe.parse_args(["--short", "--recap", "--demos", "2", "--lexicon", "2", "--boards", "2"])
+    paths = recipe.demonstrations(recipe.with_guess_form(config, "word"), tmp_path, args)
+    assert [p.name for p in paths] == ["demos.jsonl", "lexicon.jsonl", "boards.jsonl"]
+    turns = 0
+    for path in paths:
+        for t in iter_jsonl(path):
+            for before, m in zip(t.messages, t.messages[1:]):
+                if m["role"] == "assistant":  # the text just before every guess ends with the recap
+                    assert before["content"].splitlines()[-1].startswith("Recap: gray "), before["content"]
+                    turns += 1
+    assert turns >= 6
+
+
 def test_the_temperature_is_chosen_on_training_words_by_new_real_words(recipe, monkeypatch):
     """The rule: most new real words a turn, the higher temperature on a tie; the rows are the
     training split's last words, never a validation word."""
@@ -103,6 +133,10 @@ def test_the_table_gives_intervals_and_no_valid_guess(recipe):
     assert "| held out, T=0.3 (recommended) | base | SFT |" in text
     assert "| valid word | 0.0% [0.0%, 3.8%] (0/96) | 25.0% [17.2%, 34.8%] (24/96) |" in text
     assert "no valid guess" in text and "30.0% (irate)" in text
+    reads = {**trained, "greens_kept": 0.351, "random_greens_kept": 0.062, "greens_kept_n": 53, "green_turns": 151}
+    text = recipe.table({"SFT": reads})
+    assert "| greens kept, any 5 letters (random word) | 35.1% (6.2%) (53/151) |" in text
+    assert "| grays avoided (random word) | - |" in text  # a record made before the metric existed
 
 
 @pytest.mark.parametrize("relabel", [True, False])
@@ -369,6 +403,11 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
     column = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
     again = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
     assert column["turns"] >= 1 and (again["turns"], again["valid_words"]) == (column["turns"], column["valid_words"])
+    recap = recipe.games(recipe.with_recap(config), tmp_path / "eval-T1-sft-recap", "sft", str(adapter), 1.0,
+                         tasks=train[-1:])
+    record = recipe.read_records(tmp_path / "eval-T1-sft-recap" / "trajectories" / "sft.jsonl")[0]
+    prompts = [m["content"] for m in record["messages"] if m["role"] == "user"]
+    assert recap["turns"] >= 1 and prompts[0].splitlines()[-1] == "Recap: gray -; yellow -; green _ _ _ _ _"
     from safetensors.torch import load_file, save_file
 
     weights = load_file(adapter / "adapter_model.safetensors")

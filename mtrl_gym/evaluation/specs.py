@@ -221,6 +221,7 @@ class EvalConfig:
 
 
 def _callable_name(fn: Any) -> str:
+    fn = getattr(fn, "func", fn)  # a functools.partial (a config's wrapper with kwargs): the class it makes
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 

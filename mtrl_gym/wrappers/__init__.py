@@ -6,6 +6,7 @@
 * :class:`FieldReward`: SOP tasks' dense reward, the share of the final answer's fields that are right.
 * :class:`ChatHistory`: the observation as the whole conversation (chat messages).
 * :class:`PriorGuesses`: a Wordle curriculum that starts games with guesses played.
+* :class:`WordleRecap`: end each Wordle observation with a one-line recap, green pattern last.
 * :class:`SystemPrompt`: replace the env's system prompt (train and serve with the same one).
 * :class:`RecordEpisodes`, :func:`replay_episode`: JSONL episode records and determinism checks.
 * :class:`EpisodeStats`: the episode's outcome reward and per-turn play rates (valid guesses...) in ``info``.
@@ -29,6 +30,7 @@ from mtrl_gym.wrappers.format_penalty import FormatPenalty
 from mtrl_gym.wrappers.recording import RecordEpisodes, iter_episodes, load_episodes, replay_episode
 from mtrl_gym.wrappers.shaping import BoundedShaping, tier_limits
 from mtrl_gym.wrappers.system_prompt import SystemPrompt
+from mtrl_gym.wrappers.wordle_recap import WordleRecap, recap_line
 from mtrl_gym.wrappers.wordle_shaping import WORDLE_SCALE, WORDLE_WEIGHTS, WordleShaping, wordle_step_terms
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "ChatHistory", "ChatText", "message_space", "to_openai",
     "PriorGuesses", "safe_prior_words",
     "SystemPrompt",
+    "WordleRecap", "recap_line",
     "RecordEpisodes", "replay_episode", "load_episodes", "iter_episodes",
     "EpisodeStats", "turn_facts_of",
 ]

@@ -81,6 +81,17 @@ def test_eval_config_validation():
         EvalConfig(n=0)
 
 
+def test_the_record_names_a_configured_wrapper_by_its_class():
+    """A wrapper built from a config (a functools.partial with its kwargs) is recorded by the class
+    it makes, so a resumed folder knows which observation or reward wrappers its episodes had."""
+    import functools
+
+    from mtrl_gym.wrappers import PriorGuesses, WordleRecap
+
+    config = EvalConfig(wrappers=[functools.partial(PriorGuesses, num_priors=1), WordleRecap])
+    assert config.fingerprint()["wrappers"] == ["PriorGuesses", "WordleRecap"]
+
+
 def test_system_prompt_variants(tmp_path):
     assert resolve_system_prompt("default") is None
     assert resolve_system_prompt("none") == ""

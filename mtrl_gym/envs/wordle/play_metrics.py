@@ -20,6 +20,14 @@ and each turn is scored against the board the agent saw before it:
   seeded derangement); the agent's actual guess is scored against that board. An agent
   that ignores the feedback is as consistent with the wrong feedback as with the right one;
   one that reads it is far more consistent with its own;
+* letter-level clue use, for every later turn whose guess is five letters a-z, *a word or
+  not* (so a policy that reads the board but cannot yet spell shows it), and not a repeat (a
+  word already on the board keeps its own greens for free): ``greens_kept``,
+  the share of turns with a green on the board whose guess keeps every green letter in
+  place; ``grays_avoided``, with a gray letter on the board, uses none; ``yellows_used``,
+  with a letter known to be in the word but not yet placed, contains every such letter;
+  each with its count (``greens_kept_n``/``green_turns``, ...) and ``random_greens_kept``
+  (...), the share of the allowed words that do so on the same boards, computed exactly;
 * ``solve_rate`` with a Wilson 95 % interval (``solve_rate_low``/``_high``), and the
   random-answer-word policy's exact solve rate (a distinct answer each of 6 turns:
   6 / 1,923 = 0.31 %) as the floor to beat;
@@ -46,8 +54,10 @@ import numpy as np
 
 from mtrl_gym import registry
 from mtrl_gym.envs.wordle import game
+from mtrl_gym.envs.wordle.knowledge import Knowledge
 
-__all__ = ["TurnFacts", "replay_game", "board_consistent", "random_consistency", "play_metrics", "wilson_interval",
+__all__ = ["TurnFacts", "replay_game", "board_consistent", "random_consistency", "letter_clues", "LETTER_CLUES",
+           "play_metrics", "wilson_interval",
            "RANDOM_ANSWER_SOLVE_RATE", "REPLAY_ENV_ID"]
 
 #: Solve rate of a policy that plays a distinct random answer-list word on each of 6 turns.
@@ -147,6 +157,43 @@ def _derangement(n: int, seed: int) -> list[int]:
     return out
 
 
+#: The letter-level clue checks of :func:`letter_clues`, in the order of its tuples.
+LETTER_CLUES = ("greens_kept", "grays_avoided", "yellows_used")
+
+
+def letter_clues(board: Sequence[tuple[str, int]], guess: str) -> tuple[tuple[bool | None, ...], tuple[float, ...]]:
+    """Which letter-level clues of ``board`` a five-letter ``guess`` (word or not) follows, in the
+    order of :data:`LETTER_CLUES` (``None`` where the board has no such clue), and the share of the
+    allowed words that follow each one (a random word's chance on this board; 0 where ``None``).
+
+    >>> follows, chance = letter_clues([("crane", game.pattern_code((0, 1, 2, 0, 0)))], "shard")
+    >>> follows, [round(c, 3) for c in chance]
+    ((True, True, True), [0.098, 0.351, 0.304])
+    >>> letter_clues([("crane", game.pattern_code((0, 1, 2, 0, 0)))], "xxaxx")[0]  # not a word: still scored
+    (True, True, False)
+    """
+    known = Knowledge()
+    for word, code in board:
+        known.update(word, game.decode_pattern(code))
+    letters = _allowed_letters()
+    codes = np.frombuffer(guess.encode("ascii"), dtype=np.uint8) - ord("a")
+    greens = [(i, ord(ch) - ord("a")) for i, ch in enumerate(known.greens) if ch is not None]
+    gray = [ord(ch) - ord("a") for ch, m in known.max_count.items() if m == 0]
+    yellow = [ord(ch) - ord("a") for ch, m in known.min_count.items() if m > known.greens.count(ch)]
+    follows: list[bool | None] = [None, None, None]
+    chance = [0.0, 0.0, 0.0]
+    if greens:
+        follows[0] = all(codes[i] == c for i, c in greens)
+        chance[0] = float(np.logical_and.reduce([letters[:, i] == c for i, c in greens]).mean())
+    if gray:
+        follows[1] = not np.isin(codes, gray).any()
+        chance[1] = float((~np.isin(letters, gray).any(axis=1)).mean())
+    if yellow:
+        follows[2] = all((codes == c).any() for c in yellow)
+        chance[2] = float(np.logical_and.reduce([(letters == c).any(axis=1) for c in yellow]).mean())
+    return tuple(follows), tuple(chance)
+
+
 def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: int = 0) -> dict[str, Any]:
     """The metrics of the module docstring over ``games`` = ``[(secret, actions), ...]``."""
     replays = [replay_game(secret, actions) for secret, actions in games]
@@ -155,6 +202,7 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
     turns = valid = new = later = consistent = control = 0
     random_sum = 0.0
     guesses: Counter[str] = Counter()
+    clue_turns, clue_kept, clue_chance = [0] * 3, [0] * 3, [0.0] * 3
     for g, (facts, _) in enumerate(replays):
         for f in facts:
             turns += 1
@@ -169,6 +217,13 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
             random_sum += random_consistency(f.board)
             shuffled = [(w, game.pattern_code(game.feedback(w, secrets[other[g]]))) for w, _ in f.board]
             control += (not f.repeated) and board_consistent(f.guess, shuffled)
+            if (f.guess is not None and not f.repeated and len(f.guess) == game.WORD_LENGTH and f.guess.isascii()
+                    and f.guess.isalpha()):
+                for k, (follows, chance) in enumerate(zip(*letter_clues(f.board, f.guess))):
+                    if follows is not None:
+                        clue_turns[k] += 1
+                        clue_kept[k] += follows
+                        clue_chance[k] += chance
     solved = sum(s for _, s in replays)
     low, high = wilson_interval(solved, len(games))
     top, top_n = guesses.most_common(1)[0] if guesses else ("", 0)
@@ -177,7 +232,11 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
     cons, rand = rate(consistent, later), rate(random_sum, later)
     valid_low, valid_high = wilson_interval(valid, turns)
     new_low, new_high = wilson_interval(new, turns)
-    return {"games": len(games), "turns": turns, "later_turns": later,
+    clues = {}
+    for k, (name, count) in enumerate(zip(LETTER_CLUES, ("green_turns", "gray_turns", "yellow_turns"))):
+        clues.update({name: rate(clue_kept[k], clue_turns[k]), f"{name}_n": clue_kept[k], count: clue_turns[k],
+                      f"random_{name}": rate(clue_chance[k], clue_turns[k])})
+    return {"games": len(games), "turns": turns, "later_turns": later, **clues,
             "valid_word_rate": rate(valid, turns), "valid_words": valid, "valid_word_low": valid_low,
             "valid_word_high": valid_high,
             "new_word_rate": rate(new, turns), "new_words": new, "new_word_low": new_low, "new_word_high": new_high,

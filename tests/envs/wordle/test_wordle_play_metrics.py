@@ -10,6 +10,7 @@ from mtrl_gym.envs.wordle import game
 from mtrl_gym.envs.wordle.play_metrics import (
     RANDOM_ANSWER_SOLVE_RATE,
     board_consistent,
+    letter_clues,
     play_metrics,
     random_consistency,
     wilson_interval,
@@ -30,6 +31,34 @@ def test_a_hand_checked_game():
     assert m["consistency"] == pytest.approx(1 / 4)           # only paste fits all feedback
     assert m["solve_rate"] == 1.0 and m["solved"] == 1
     assert m["top_guess"] == "crane" and m["top_guess_share"] == pytest.approx(2 / 4)  # of the 4 valid turns
+
+
+def test_letter_clues_score_any_five_letters_against_the_board_by_hand():
+    # secret shard: crane -> C gray, R yellow, A green, N gray, E gray. Then
+    #   "X X A X X" (not a word, so not played): keeps the A, no gray letter, lacks the yellow R;
+    #   "crane" again: a repeat, not scored (it would keep its own green for free);
+    #   "adorn": A not in place, uses N, has R; it shows R green, A and D yellow, O and N gray;
+    #   "sharp" and "shark": keep A and R, no gray letter, lack the yellow D;
+    #   "S H A" (3 letters) is not scored.
+    m = play_metrics([("shard", [G("crane"), G("X X A X X"), G("crane"), G("adorn"), G("sharp"), G("shark"),
+                                 G("S H A")])])
+    assert (m["green_turns"], m["greens_kept_n"]) == (4, 3)    # all but adorn
+    assert (m["gray_turns"], m["grays_avoided_n"]) == (4, 3)   # xxaxx, sharp, shark
+    assert (m["yellow_turns"], m["yellows_used_n"]) == (4, 1)  # adorn has the R
+    assert m["greens_kept"] == pytest.approx(3 / 4)
+    assert letter_clues([], "crane") == ((None, None, None), (0.0, 0.0, 0.0))
+
+
+def test_the_random_letter_clue_shares_count_the_allowed_words():
+    """The exact random-word baselines against a brute-force count over the word list."""
+    board = [(w, game.pattern_code(game.feedback(w, "shard"))) for w in ("crane", "moist")]
+    gray, yellow = set("cenmoit"), set("r") | set("s")  # S yellow (not at 4), R yellow; A green
+    words = game.allowed_guesses()
+    expect = (sum(w[2] == "a" for w in words), sum(not set(w) & gray for w in words),
+              sum(yellow <= set(w) for w in words))
+    follows, chance = letter_clues(board, "shard")
+    assert follows == (True, True, True)
+    assert chance == pytest.approx(tuple(n / len(words) for n in expect))
 
 
 def test_the_most_common_guess_counts_real_words_only():
@@ -82,6 +111,8 @@ def test_any_text_scores_within_bounds(actions):
     m = play_metrics([("paste", actions)])
     for key in ("valid_word_rate", "new_word_rate", "consistency", "control_consistency", "top_guess_share"):
         assert 0.0 <= m[key] <= 1.0
+    for key in ("greens_kept", "grays_avoided", "yellows_used"):
+        assert 0.0 <= m[key] <= 1.0 and 0.0 <= m[f"random_{key}"] <= 1.0
 
 
 def test_env_play_metrics_reads_eval_records_and_skips_other_envs():
