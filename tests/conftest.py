@@ -12,6 +12,29 @@ import pytest
 from tiny_models import build_chatml_tokenizer, build_tiny_llama
 
 
+def load_example(name: str):
+    """The script ``examples/<name>.py`` as a module (examples are files, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    """examples/train_wordle_cpu.py, the CPU recipe."""
+    return load_example("train_wordle_cpu")
+
+
+@pytest.fixture(scope="module")
+def probe():
+    """examples/wordle_board_probe.py."""
+    return load_example("wordle_board_probe")
+
+
 @pytest.fixture(scope="session")
 def chatml_tokenizer():
     """Small BPE tokenizer with the SmolLM2 ChatML template (session-wide; do not mutate)."""

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def probe():
-    spec = importlib.util.spec_from_file_location("probe", ROOT / "examples" / "wordle_board_probe.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _record(task_id: str, priors: list[str], reply: str) -> dict:

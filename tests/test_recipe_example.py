@@ -3,20 +3,9 @@ serving temperature chosen on training words, and the held-out table's intervals
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def recipe():
-    spec = importlib.util.spec_from_file_location("recipe", ROOT / "examples" / "train_wordle_cpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe):
