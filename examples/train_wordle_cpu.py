@@ -47,7 +47,8 @@ differences, rather than being reused for a table these flags did not make (``re
    ``--no-dictionary`` skips them), all scored by the bare env, with the Wordle play metrics
    (``mtrl_gym.envs.wordle.play_metrics``: valid/new-word rates, clue-consistency vs a
    random word on the same boards, the shuffled-feedback control, letter-level clue use of any
-   five letters, a word or not, solves with a Wilson interval, the most common guess); valid and new words carry Wilson 95 % intervals over turns.
+   five letters, a word or not, solves with a Wilson interval, the most common guess); valid
+   and new words carry Wilson 95 % intervals over turns.
 6. **Report**: a table on stdout and ``results.json``, with the peak resident memory of each
    stage (``mtrl_gym.memory.PeakMemory``). Memory freed by a stage is handed back to the OS
    before the next (``memory.release()``), and SFT and GRPO compute the update in micro-batches

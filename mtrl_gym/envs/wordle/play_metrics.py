@@ -169,9 +169,12 @@ def letter_clues(board: Sequence[tuple[str, int]], guess: str) -> tuple[tuple[bo
     >>> follows, chance = letter_clues([("crane", game.pattern_code((0, 1, 2, 0, 0)))], "shard")
     >>> follows, [round(c, 3) for c in chance]
     ((True, True, True), [0.098, 0.351, 0.304])
-    >>> letter_clues([("crane", game.pattern_code((0, 1, 2, 0, 0)))], "xxaxx")[0]  # not a word: still scored
+    >>> letter_clues([("crane", game.pattern_code((0, 1, 2, 0, 0)))], "XXAXX")[0]  # not a word: still scored
     (True, True, False)
     """
+    if len(guess) != game.WORD_LENGTH or not (guess.isascii() and guess.isalpha()):
+        raise ValueError(f"letter_clues scores five letters a-z, got {guess[:20]!r}")
+    guess = guess.lower()
     known = Knowledge()
     for word, code in board:
         known.update(word, game.decode_pattern(code))

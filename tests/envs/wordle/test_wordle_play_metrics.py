@@ -47,6 +47,9 @@ def test_letter_clues_score_any_five_letters_against_the_board_by_hand():
     assert (m["yellow_turns"], m["yellows_used_n"]) == (4, 1)  # adorn has the R
     assert m["greens_kept"] == pytest.approx(3 / 4)
     assert letter_clues([], "crane") == ((None, None, None), (0.0, 0.0, 0.0))
+    for bad in ("cran", "cr4ne", "cr\u00e9ne", "\ud800rane"):
+        with pytest.raises(ValueError, match="five letters a-z"):
+            letter_clues([], bad)
 
 
 def test_the_random_letter_clue_shares_count_the_allowed_words():
