@@ -101,9 +101,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how a guess is written: spelled out, R E S I N (the default), or as a word, resin (the "
                         "short version's default: in 40 steps it writes twice as many new real words; measured in "
                         "docs/training.md)")
-    p.add_argument("--recap", action="store_true",
+    p.add_argument("--recap", action=argparse.BooleanOptionalAction, default=None,
                    help="end every observation with a one-line recap of the clues, green pattern last "
-                        "(mtrl_gym.wrappers.WordleRecap), in the data, GRPO and every evaluation (default: off)")
+                        "(mtrl_gym.wrappers.WordleRecap), in the data, GRPO and every evaluation (default: on for "
+                        "the recipe's spelled guesses, where it doubles clue use; off in the short version, whose "
+                        "words do not use it; measured in docs/training.md)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
     p.add_argument("--sft-minutes", type=float, default=None,
@@ -157,9 +159,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--dagger and --expert-iteration each make the second round's data: give one of them")
     # the short version's settings (docs/training.md measures them); a flag given still wins
     short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2,
-             "guess_form": "spelled" if args.spelling else "word"}
+             "guess_form": "spelled" if args.spelling else "word", "recap": False}
     full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0, "demos": 960, "grpo_steps": 6,
-            "guess_form": "spelled"}
+            "guess_form": "spelled", "recap": True}
     for key, value in (short if args.short else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)

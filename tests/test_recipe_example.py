@@ -69,6 +69,7 @@ def test_the_recap_line_reaches_training_validation_and_every_data_file(recipe, 
     from mtrl_gym.trainers.grpo.config import GRPOConfig
 
     assert not recipe.parse_args(["--short"]).recap and recipe.parse_args(["--short", "--recap"]).recap
+    assert recipe.parse_args([]).recap and not recipe.parse_args(["--no-recap"]).recap  # the recipe's default
     preset = GRPOConfig.load("cpu-sft")
     assert recipe.observation_wrappers(preset) == []
     config = recipe.with_recap(preset)
