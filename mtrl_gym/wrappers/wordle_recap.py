@@ -12,7 +12,8 @@ prefill between them are fixed). This wrapper appends that line::
 It reads only public facts (``info["guess"]``, ``info["feedback"]``, ``info["valid"]`` and,
 at reset, :class:`~mtrl_gym.wrappers.PriorGuesses`'s ``info["prior_guesses"]``), so it sits
 above ``PriorGuesses``; the env's rules, rewards and ``info`` do not change, only the text.
-The final observation (the game is over) gets no recap.
+The final observation (the game is over) gets no recap. An observation at the space's length
+limit (a flood of calls) is cut before the recap, so the line always ends it.
 
 >>> import gymnasium, mtrl_gym
 >>> env = WordleRecap(gymnasium.make("mtrl/Wordle-v0"))
@@ -72,12 +73,19 @@ class WordleRecap(gymnasium.Wrapper, RecordConstructorArgs):
         self._known = Knowledge()
         for prior in info.get("prior_guesses", ()):
             self._known.update(prior["guess"], [COLOR_NAMES.index(c) for c in prior["feedback"]])
-        return f"{obs}\n{recap_line(self._known)}", info
+        return self._with_recap(obs), info
 
     def step(self, action: str):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if info.get("valid") and "feedback" in info:
             self._known.update(info["guess"], [COLOR_NAMES.index(c) for c in info["feedback"]])
         if not (terminated or truncated):
-            obs = f"{obs}\n{recap_line(self._known)}"
+            obs = self._with_recap(obs)
         return obs, reward, terminated, truncated, info
+
+    def _with_recap(self, obs: str) -> str:
+        line = "\n" + recap_line(self._known)
+        limit = getattr(self.observation_space, "max_length", None)
+        if limit is not None and len(obs) + len(line) > limit:
+            obs = obs[:max(0, limit - len(line))]
+        return obs + line

@@ -66,6 +66,7 @@ def test_every_wrapper_takes_the_corpus(env_id, tmp_path):
         "FormatPenalty": W.FormatPenalty, "ChatHistory": W.ChatHistory, "SystemPrompt": lambda e: W.SystemPrompt(e, "x"),
         "WordleShaping": W.WordleShaping, "PriorGuesses": W.PriorGuesses, "FieldReward": W.FieldReward,
         "RecordEpisodes": lambda e: W.RecordEpisodes(e, tmp_path / "r.jsonl"), "EpisodeStats": W.EpisodeStats,
+        "WordleRecap": W.WordleRecap,
     }
     assert set(factories) | {"BoundedShaping", "ChatText"} >= {n for n in W.__all__ if n[0].isupper() and
                                                                  isinstance(getattr(W, n), type)}

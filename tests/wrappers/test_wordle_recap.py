@@ -67,6 +67,15 @@ def test_any_play_keeps_the_bare_game_and_a_recap_that_fits_the_board(seed, k, a
         assert b[0] == (a[0] if ended else f"{a[0]}\n{_recap_of(played, answer)}")
 
 
+def test_a_flood_of_calls_is_cut_before_the_recap_and_stays_in_the_space():
+    env = WordleRecap(gymnasium.make("mtrl/Wordle-v0"))
+    env.reset(options={"answer": "shard"})
+    obs = env.step(G("crane") + 'guess_word("slate")' * 3000)[0]
+    limit = env.observation_space.max_length
+    assert len(obs) == limit and env.observation_space.contains(obs)
+    assert obs.endswith("\nRecap: gray C E N; yellow R; green _ _ A _ _")
+
+
 def test_same_seed_same_text_and_a_config_names_it():
     from mtrl_gym.rollout.sources.local import resolve_wrapper
 
