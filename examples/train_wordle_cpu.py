@@ -503,7 +503,8 @@ def table(columns: dict[str, dict], title: str = "held-out, full games") -> str:
                 low, high, k, n = INTERVALS[key]
                 cells.append(f"{v:.1%} [{m[low]:.1%}, {m[high]:.1%}] ({m[k]}/{m[n]})")
             elif key in LETTER_TURNS:  # letter-level clue use: of the turns with that clue, beside a random word's
-                cells.append(f"{v:.1%} ({m['random_' + key]:.1%}) ({m[key + '_n']}/{m[LETTER_TURNS[key]]})")
+                n = m.get(LETTER_TURNS[key])
+                cells.append(f"{v:.1%} ({m['random_' + key]:.1%}) ({m[key + '_n']}/{n})" if n else "no such turn")
             elif key == "top_guess_share":
                 cells.append(f"{v:.1%} ({m['top_guess']})" if m.get("top_guess") else "no valid guess")
             elif key in ("consistency_vs_random", "outcome_reward_mean"):

@@ -127,6 +127,9 @@ def test_the_table_gives_intervals_and_no_valid_guess(recipe):
     text = recipe.table({"SFT": reads})
     assert "| greens kept, any 5 letters (random word) | 35.1% (6.2%) (53/151) |" in text
     assert "| grays avoided (random word) | - |" in text  # a record made before the metric existed
+    none = recipe.table({"SFT": {**reads, "yellows_used": 0.0, "yellows_used_n": 0, "yellow_turns": 0,
+                                 "random_yellows_used": 0.0}})
+    assert "| yellows used (random word) | no such turn |" in none
 
 
 @pytest.mark.parametrize("relabel", [True, False])
