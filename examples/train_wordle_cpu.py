@@ -70,6 +70,7 @@ import numpy as np
 
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
+from mtrl_gym.envs.wordle.play_metrics import LETTER_CLUES
 from mtrl_gym.evaluation import EvalConfig, ResumeMismatch, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.evaluation.serving import system_prompt_file
@@ -487,9 +488,6 @@ INTERVALS = {"valid_word_rate": ("valid_word_low", "valid_word_high", "valid_wor
              "solve_rate": ("solve_rate_low", "solve_rate_high", "solved", "games")}
 
 
-LETTER_TURNS = {"greens_kept": "green_turns", "grays_avoided": "gray_turns", "yellows_used": "yellow_turns"}
-
-
 def table(columns: dict[str, dict], title: str = "held-out, full games") -> str:
     names = list(columns)
     lines = [f"| {title} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -502,8 +500,8 @@ def table(columns: dict[str, dict], title: str = "held-out, full games") -> str:
             elif key in INTERVALS and INTERVALS[key][0] in m:
                 low, high, k, n = INTERVALS[key]
                 cells.append(f"{v:.1%} [{m[low]:.1%}, {m[high]:.1%}] ({m[k]}/{m[n]})")
-            elif key in LETTER_TURNS:  # letter-level clue use: of the turns with that clue, beside a random word's
-                n = m.get(LETTER_TURNS[key])
+            elif key in LETTER_CLUES:  # letter-level clue use: of the turns with that clue, beside a random word's
+                n = m.get(LETTER_CLUES[key])
                 cells.append(f"{v:.1%} ({m['random_' + key]:.1%}) ({m[key + '_n']}/{n})" if n else "no such turn")
             elif key == "top_guess_share":
                 cells.append(f"{v:.1%} ({m['top_guess']})" if m.get("top_guess") else "no valid guess")

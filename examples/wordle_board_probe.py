@@ -25,7 +25,6 @@ from mtrl_gym.envs.wordle import game
 from mtrl_gym.envs.wordle.play_metrics import LETTER_CLUES, board_consistent, letter_clues, wilson_interval
 from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.serving import system_prompt_file
-from mtrl_gym.trainers.demos import recorded_actions
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.data import load_task_splits
 from mtrl_gym.wrappers import PriorGuesses, WordleRecap
@@ -53,18 +52,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def score(records, answers: dict[str, str]) -> dict:
-    """Letter-level clue use of the one guess of each record, beside a random allowed word."""
+    """Letter-level clue use of the one guess of each record (as the env read it: ``info["guess"]``
+    of its one step), beside a random allowed word."""
     counts = {"boards": 0, "five_letters": 0, "valid": 0, "consistent": 0}
     follows = {k: [0, 0, 0.0] for k in LETTER_CLUES}  # followed, boards with that clue, random share summed
     for record in records:
         secret = answers[record["task_id"]]
         first = next(m["content"] for m in record["messages"] if m["role"] == "user")
         board = [(w.lower(), game.pattern_code(game.feedback(w.lower(), secret))) for w in PRIOR.findall(first)]
-        actions = recorded_actions(record)
-        found = re.search(r'"guess":\s*"([^"]*)', actions[0]) if actions else None
-        guess = found.group(1).replace(" ", "").lower() if found else ""
+        guess = (record.get("final_info") or {}).get("guess")  # letters a-z, unspelled; absent: no guess read
         counts["boards"] += 1
-        if len(guess) != game.WORD_LENGTH or not (guess.isascii() and guess.isalpha()):
+        if guess is None or len(guess) != game.WORD_LENGTH:
             continue
         counts["five_letters"] += 1
         counts["valid"] += guess in game.allowed_index()

@@ -8,11 +8,17 @@ import pytest
 
 
 def _record(task_id: str, priors: list[str], reply: str) -> dict:
+    """An evaluation record of one turn; its final info is what the real env reads from the reply."""
+    import gymnasium
+
     lines = "\n".join(f"Guess {i}/6: {w} - (feedback)" for i, w in enumerate(priors, start=1))
-    return {"task_id": task_id, "messages": [
+    text = '<tool_call>{"name": "guess_word", "arguments": {"guess": "' + reply
+    env = gymnasium.make("mtrl/Wordle-v0")
+    env.reset(seed=0)
+    return {"task_id": task_id, "final_info": env.step(text)[4], "messages": [
         {"role": "system", "content": "Rules."},
         {"role": "user", "content": f"Some guesses have already been played for you:\n{lines}\nKnown so far: ..."},
-        {"role": "assistant", "content": '<tool_call>{"name": "guess_word", "arguments": {"guess": "' + reply}]}
+        {"role": "assistant", "content": text}]}
 
 
 def test_each_guess_is_scored_against_the_board_it_was_shown(probe):

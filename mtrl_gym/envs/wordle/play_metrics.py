@@ -157,8 +157,13 @@ def _derangement(n: int, seed: int) -> list[int]:
     return out
 
 
-#: The letter-level clue checks of :func:`letter_clues`, in the order of its tuples.
-LETTER_CLUES = ("greens_kept", "grays_avoided", "yellows_used")
+#: The letter-level clue checks of :func:`letter_clues`, in the order of its tuples, each with the
+#: :func:`play_metrics` key that counts the turns whose board had that clue.
+LETTER_CLUES = {"greens_kept": "green_turns", "grays_avoided": "gray_turns", "yellows_used": "yellow_turns"}
+
+
+def _five_letters(text: str | None) -> bool:
+    return text is not None and len(text) == game.WORD_LENGTH and text.isascii() and text.isalpha()
 
 
 def letter_clues(board: Sequence[tuple[str, int]], guess: str) -> tuple[tuple[bool | None, ...], tuple[float, ...]]:
@@ -172,7 +177,7 @@ def letter_clues(board: Sequence[tuple[str, int]], guess: str) -> tuple[tuple[bo
     >>> letter_clues([("crane", game.pattern_code((0, 1, 2, 0, 0)))], "XXAXX")[0]  # not a word: still scored
     (True, True, False)
     """
-    if len(guess) != game.WORD_LENGTH or not (guess.isascii() and guess.isalpha()):
+    if not _five_letters(guess):
         raise ValueError(f"letter_clues scores five letters a-z, got {guess[:20]!r}")
     guess = guess.lower()
     known = Knowledge()
@@ -220,8 +225,7 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
             random_sum += random_consistency(f.board)
             shuffled = [(w, game.pattern_code(game.feedback(w, secrets[other[g]]))) for w, _ in f.board]
             control += (not f.repeated) and board_consistent(f.guess, shuffled)
-            if (f.guess is not None and not f.repeated and len(f.guess) == game.WORD_LENGTH and f.guess.isascii()
-                    and f.guess.isalpha()):
+            if not f.repeated and _five_letters(f.guess):
                 for k, (follows, chance) in enumerate(zip(*letter_clues(f.board, f.guess))):
                     if follows is not None:
                         clue_turns[k] += 1
@@ -236,7 +240,7 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
     valid_low, valid_high = wilson_interval(valid, turns)
     new_low, new_high = wilson_interval(new, turns)
     clues = {}
-    for k, (name, count) in enumerate(zip(LETTER_CLUES, ("green_turns", "gray_turns", "yellow_turns"))):
+    for k, (name, count) in enumerate(LETTER_CLUES.items()):
         clues.update({name: rate(clue_kept[k], clue_turns[k]), f"{name}_n": clue_kept[k], count: clue_turns[k],
                       f"random_{name}": rate(clue_chance[k], clue_turns[k])})
     return {"games": len(games), "turns": turns, "later_turns": later, **clues,
