@@ -75,7 +75,6 @@ from mtrl_gym.evaluation import EvalConfig, ResumeMismatch, RunSpec, evaluate, r
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.evaluation.serving import system_prompt_file
 from mtrl_gym.files import file_sha256, folder_sha256, write_text_atomic
-from mtrl_gym.rollout.sources.local import build_wrappers
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.data import load_task_splits
@@ -229,7 +228,7 @@ def reuse(result: Path, settings: dict, inputs: Sequence[Path | None] = ()) -> b
     have, now = _flat(json.loads(record.read_text(encoding="utf-8"))), _flat(want)
     where = {f"inputs.{k}": p for k, p in named.items()}
     changed = [_change(k, have.get(k), now.get(k), where) for k in sorted(set(have) | set(now))
-               if have.get(k) != now.get(k)]
+               if have.get(k) != now.get(k) and not (k not in have and now[k] in ([], {}))]  # a field added since, empty
     if changed:
         more = f" (and {len(changed) - 6} more)" if len(changed) > 6 else ""
         sys.exit(f"{result} was made with other settings or inputs than this call's: {'; '.join(changed[:6])}{more}. "
@@ -275,23 +274,15 @@ def with_guess_form(preset: GRPOConfig, form: str) -> GRPOConfig:
     return GRPOConfig.from_dict(config)
 
 
-RECAP = {"name": "WordleRecap"}
+RECAP = {"name": "WordleRecap", "kwargs": {}}
 
 
 def with_recap(preset: GRPOConfig) -> GRPOConfig:
-    """``preset`` whose training and validation envs end each observation with a
-    :class:`~mtrl_gym.wrappers.WordleRecap` line (outside ``PriorGuesses``, which it reads)."""
-    config = preset.to_dict()
-    for group in (config, config["validation"]):
-        wrappers = group["env_wrappers"]
-        at = next((i + 1 for i, w in enumerate(wrappers) if w["name"] == "PriorGuesses"), 1)
-        group["env_wrappers"] = [*wrappers[:at], RECAP, *wrappers[at:]]
-    return GRPOConfig.from_dict(config)
-
-
-def observation_wrappers(config: GRPOConfig) -> list[dict]:
-    """The wrappers that change what the model reads (the recap), for data and evaluations."""
-    return [w for w in config.env_wrappers if w["name"] == RECAP["name"]]
+    """``preset`` whose policy reads every observation with a :class:`~mtrl_gym.wrappers.WordleRecap`
+    line: a serving wrapper (``serving.wrappers``), so the demonstrations, training and
+    validation rollouts and every evaluation apply it outside the env's wrappers (it reads
+    ``PriorGuesses``), and the adapters' saved serving settings carry it to ``mtrl-gym eval``."""
+    return preset.replace(serving={"wrappers": [*preset.serving.wrappers, RECAP]})
 
 
 def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> list[Path]:
@@ -300,10 +291,8 @@ def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> l
     list itself, spelled out) and ``--boards`` single boards (1-4 random words pre-played, then
     the teacher's next guess: one that fits them)."""
     made = []
-    recap = observation_wrappers(config)
-    system = [config.env_wrappers[0], *recap]
-    boards = [config.env_wrappers[0], {"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], "policy": "random"}},
-              *recap]
+    system = [config.env_wrappers[0]]  # the recap, when on, comes with config.serving
+    boards = [config.env_wrappers[0], {"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], "policy": "random"}}]
     spelled = args.guess_form == "spelled"
     lexicon = {"choice": "random", "openers": [], "spelled": spelled}
     for name, n, wrappers, kwargs, max_turns, seed in [
@@ -392,8 +381,7 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
                                 val_size=config.val_size, split_seed=config.split_seed)
     start = args.demos % len(train)  # the short version's games use the first 160 words
     rows = [train[(start + i) % (len(train) - args.temperature_words)] for i in range(n)]
-    system = [config.env_wrappers[0], *observation_wrappers(config)]
-    demo = DemoConfig(env=config.env, env_wrappers=system, policy="teacher",
+    demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
                       policy_kwargs={"choice": args.teacher, "spelled": args.guess_form == "spelled"},
                       num_episodes=1, model=config.model,
                       serving=config.serving, max_episode_tokens=config.episode.max_tokens,
@@ -451,8 +439,7 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     started = time.monotonic()
     try:  # resumes the folder's evaluation only if its run, adapter (by content), tasks and seeds are these
         result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
-                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16,
-                                            wrappers=build_wrappers(observation_wrappers(config))))
+                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16))
     except ResumeMismatch as e:
         sys.exit(f"{e.reason}. Reusing it would print a table these flags did not make: {_REDO.format(out)}")
     row = result.run(name)

@@ -27,7 +27,7 @@ from mtrl_gym.evaluation import EvalConfig, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.serving import system_prompt_file
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.data import load_task_splits
-from mtrl_gym.wrappers import PriorGuesses, WordleRecap
+from mtrl_gym.wrappers import PriorGuesses
 
 _spec = importlib.util.spec_from_file_location("train_wordle_cpu", Path(__file__).with_name("train_wordle_cpu.py"))
 recipe = importlib.util.module_from_spec(_spec)
@@ -83,11 +83,13 @@ def score(records, answers: dict[str, str]) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     config = recipe.with_guess_form(GRPOConfig.load("cpu-sft"), args.guess_form)
+    if args.recap:
+        config = recipe.with_recap(config)  # a serving wrapper: the run's serving settings carry it
     train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
                                 val_size=config.val_size, split_seed=config.split_seed)
     rows = train[-args.words:]
     answers = {row["id"]: row["answer"] for row in rows}
-    wrappers = [functools.partial(PriorGuesses, num_priors=(1, 4), policy="random"), *([WordleRecap] * args.recap)]
+    boards = functools.partial(PriorGuesses, num_priors=(1, 4), policy="random")
     prompt = config.env_wrappers[0]["kwargs"]
     results = {}
     for t in [float(x) for x in args.temperatures.split(",")]:
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> dict:
                        serving=config.serving.replace(temperature=t, tools=prompt["tools"],
                                                       system_prompt=system_prompt_file(prompt["text"], folder)))
         evaluate(config.env, [spec], out_dir=folder, report=False, resume=True, tasks=rows,
-                 config=EvalConfig(n=args.samples, seed=1234, max_turns=1, batch_tasks=16, wrappers=wrappers))
+                 config=EvalConfig(n=args.samples, seed=1234, max_turns=1, batch_tasks=16, wrappers=[boards]))
         r = results[f"{t:g}"] = score(read_records(folder / "trajectories" / "probe.jsonl"), answers)
         print(f"T={t:g}: {r['boards']} boards, five letters {r['five_letters']}, valid {r['valid']}, fits every clue "
               f"{r['consistent']}; " + "; ".join(

@@ -52,7 +52,8 @@ from typing import Any, ClassVar
 from mtrl_gym.error import ConfigError
 from mtrl_gym.files import write_text_atomic
 
-__all__ = ["ConfigBase", "coerce", "close_names", "read_config_file", "parse_override", "yaml_module"]
+__all__ = ["ConfigBase", "coerce", "close_names", "read_config_file", "parse_override", "yaml_module",
+           "looks_structured", "parse_structured"]
 
 
 class ConfigBase:
@@ -218,8 +219,8 @@ def _group_class(tp: Any) -> type | None:
 
 def _over_default(name: str, group: type, value: Any, default_factory: Any) -> Any:
     """A group's value given as a mapping (or its JSON/YAML text), merged over the field's default."""
-    if isinstance(value, str) and _looks_structured(value):
-        value = _parse_structured(name, value)
+    if isinstance(value, str) and looks_structured(value):
+        value = parse_structured(name, value)
     if not isinstance(value, Mapping):
         return value
     default = default_factory()
@@ -325,7 +326,7 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
         if type(None) in args and (value is None or (isinstance(value, str)
                                                      and value.strip().lower() in ("none", "null", "~"))):
             return None
-        if isinstance(value, str) and str in options and not _looks_structured(value):
+        if isinstance(value, str) and str in options and not looks_structured(value):
             return value
         errors = []
         for option in options:
@@ -339,8 +340,8 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
     if group is not None:
         if isinstance(value, group):
             return value
-        if isinstance(value, str) and _looks_structured(value):
-            value = _parse_structured(name, value)
+        if isinstance(value, str) and looks_structured(value):
+            value = parse_structured(name, value)
         names = [f.name for f in dataclasses.fields(group)]
         if not isinstance(value, Mapping):
             raise ConfigError(f"`{name}` must be a mapping of its fields ({', '.join(names)}), got {value!r}")
@@ -365,7 +366,7 @@ def coerce(name: str, value: Any, tp: Any) -> Any:
         return value
     if origin in (list, dict):
         if isinstance(value, str):
-            value = _parse_structured(name, value)
+            value = parse_structured(name, value)
         if isinstance(value, tuple) and origin is list:
             value = list(value)
         if not isinstance(value, origin):
@@ -383,11 +384,13 @@ def _in_group(name: str, message: str) -> str:
     return f"`{name}`: {message}"
 
 
-def _looks_structured(text: str) -> bool:
+def looks_structured(text: str) -> bool:
+    """Whether a command-line value is a JSON/YAML list or mapping (it starts with [ or {)."""
     return text.lstrip()[:1] in ("[", "{")
 
 
-def _parse_structured(name: str, text: str) -> Any:
+def parse_structured(name: str, text: str) -> Any:
+    """``text`` (a command-line value of field ``name``) parsed as JSON, else YAML; ConfigError otherwise."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

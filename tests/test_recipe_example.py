@@ -62,20 +62,31 @@ def test_the_short_version_writes_words_and_the_recipe_spells(recipe, monkeypatc
 
 def test_the_recap_line_reaches_training_validation_and_every_data_file(recipe, monkeypatch, tmp_path,
                                                                        chatml_tokenizer):
-    """``--recap``: WordleRecap outside PriorGuesses in training, in validation, and in the
-    demonstrations, so the model reads the same line in SFT, GRPO and the held-out columns."""
+    """``--recap``: WordleRecap, a serving wrapper, outside PriorGuesses in the training and
+    validation envs, and in the demonstrations, so the model reads the same line in SFT, GRPO
+    and the held-out columns."""
     from mtrl_gym import models
+    from mtrl_gym.rollout.sources.local import make_rollout_engine
     from mtrl_gym.rollout.trajectory import iter_jsonl
     from mtrl_gym.trainers.grpo.config import GRPOConfig
 
     assert not recipe.parse_args(["--short"]).recap and recipe.parse_args(["--short", "--recap"]).recap
     assert recipe.parse_args([]).recap and not recipe.parse_args(["--no-recap"]).recap  # the recipe's default
     preset = GRPOConfig.load("cpu-sft")
-    assert recipe.observation_wrappers(preset) == []
+    assert preset.serving.wrappers == []
     config = recipe.with_recap(preset)
-    assert [w["name"] for w in config.env_wrappers] == ["SystemPrompt", "PriorGuesses", "WordleRecap", "WordleShaping"]
-    assert [w["name"] for w in config.validation.env_wrappers] == ["SystemPrompt", "WordleRecap", "WordleShaping"]
-    assert [w["name"] for w in recipe.observation_wrappers(config)] == ["WordleRecap"]
+    assert config.serving.wrappers == [{"name": "WordleRecap", "kwargs": {}}]
+    assert [w["name"] for w in config.env_wrappers] == [w["name"] for w in preset.env_wrappers]
+    two_priors = [{**w, "kwargs": {**w["kwargs"], "num_priors": 2}} if w["name"] == "PriorGuesses" else w
+                  for w in config.env_wrappers]
+    for validation in (False, True):  # the envs the GRPO rollouts play: two words pre-played, then the recap of them
+        engine = make_rollout_engine(config.replace(env_wrappers=two_priors), None, chatml_tokenizer,
+                                     validation=validation)
+        env = engine._make_env()
+        obs, info = env.reset(seed=3)
+        env.close()
+        assert obs.splitlines()[-1].startswith("Recap: gray "), obs
+        assert (obs.splitlines()[-1] == "Recap: gray -; yellow -; green _ _ _ _ _") == validation
 
     monkeypatch.setattr(models, "load_tokenizer", lambda name: chatml_tokenizer)
     args = recipe.parse_args(["--short", "--recap", "--demos", "2", "--lexicon", "2", "--boards", "2"])

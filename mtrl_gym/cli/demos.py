@@ -30,8 +30,8 @@ def register(sub) -> None:
     p.add_argument("-n", "--num-episodes", type=int, default=600, help="demonstrations (default: 600)")
     p.add_argument("--split", default="train", help="task split; only 'train' (evaluation tasks stay unseen)")
     p.add_argument("--max-turns", type=int, default=None, help="most turns per demonstration")
-    p.add_argument("--wrapper", dest="wrappers", action="append", default=[], metavar="JSON",
-                   help='a wrapper after the config\'s system prompt, as {"name": ..., "kwargs": {...}} '
+    p.add_argument("--wrapper", dest="wrappers", action="append", default=[], metavar="SPEC",
+                   help='a wrapper after the config\'s system prompt: a name, or {"name": ..., "kwargs": {...}} '
                         '(repeatable), e.g. \'{"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], '
                         '"policy": "random"}}\' for single-board examples')
     p.add_argument("--learner", default=None, metavar="RECORDS",
@@ -53,15 +53,9 @@ def run(args) -> int:
         policy_kwargs = json.loads(args.policy_kwargs)
     except json.JSONDecodeError as e:
         raise ConfigError(f"--policy-kwargs must be a JSON object, got {args.policy_kwargs!r} ({e.msg})") from None
-    wrappers = []
-    for text in args.wrappers:
-        try:
-            wrapper = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"--wrapper must be a JSON object, got {text!r} ({e.msg})") from None
-        if not isinstance(wrapper, dict) or not isinstance(wrapper.get("name"), str):
-            raise ConfigError(f'--wrapper must be a JSON object with a "name", got {text!r}')
-        wrappers.append(wrapper)
+    from mtrl_gym.rollout.sources.local import wrapper_arg
+
+    wrappers = [wrapper_arg(text) for text in args.wrappers]
     values = {}
     if args.config:
         from mtrl_gym.trainers.grpo.config import GRPOConfig

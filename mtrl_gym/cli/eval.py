@@ -19,8 +19,9 @@ NAME=URL), ``solver`` and ``random``.
 
 An adapter written by ``mtrl-gym train`` is served as it was trained: system prompt, tool
 schemas or not, format prefill, stop strings and tokens per turn come from its run's
-``serving.yaml`` and ``config.yaml`` (:mod:`mtrl_gym.evaluation.serving`); a flag that differs wins and is
-reported. An ``--out`` that holds an evaluation is refused unless ``--resume`` or
+``serving.yaml`` and ``config.yaml`` (:mod:`mtrl_gym.evaluation.serving`), and so do the
+wrappers that change what the policy reads (``serving.wrappers``, such as ``WordleRecap``;
+``--wrapper``); a flag that differs wins and is reported. An ``--out`` that holds an evaluation is refused unless ``--resume`` or
 ``--overwrite`` is given.
 """
 
@@ -82,6 +83,10 @@ def register(sub) -> None:
     serve.add_argument("--stop", action="append", default=None, metavar="TEXT",
                        help="stop string of every turn (repeatable; the completing token is kept; default: "
                             "the adapter's training setting, else none)")
+    serve.add_argument("--wrapper", dest="wrappers", action="append", default=None, metavar="SPEC",
+                       help="a wrapper that changes only what the policy reads, by name or as "
+                            '{"name": ..., "kwargs": {...}} (repeatable), e.g. WordleRecap; none: no wrapper '
+                            "(default: the adapter's training setting, else none)")
     serve.add_argument("--constrained", action="store_true",
                        help="dictionary decoding: each turn must be a word of the env's action vocabulary followed "
                             "by the first --stop string (a policy of its own; runs are named LABEL:T:constrained)")
@@ -138,17 +143,36 @@ def _named(values: list[str], default: str, key: str) -> dict[str, dict[str, str
 
 #: RunSpec serving fields when neither a flag nor an adapter's training run sets them.
 _SERVING_DEFAULTS = {"max_new_tokens": 256, "system_prompt": "default", "tools": True, "assistant_prefix": "",
-                     "stop": ()}
+                     "stop": (), "wrappers": []}
 #: RunSpec field -> command-line flag (for messages).
 _FLAGS = {"max_new_tokens": "--max-tokens", "system_prompt": "--system-prompt", "tools": "--tools/--no-tools",
-          "assistant_prefix": "--assistant-prefix", "stop": "--stop"}
+          "assistant_prefix": "--assistant-prefix", "stop": "--stop", "wrappers": "--wrapper"}
 
 
 def _given_serving(args) -> dict:
     """The serving settings given as flags (the others stay unset)."""
     given = {"max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt, "tools": args.tools,
-             "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop) if args.stop is not None else None}
+             "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop) if args.stop is not None else None,
+             "wrappers": _wrappers_given(getattr(args, "wrappers", None))}
     return {k: v for k, v in given.items() if v is not None}
+
+
+def _wrappers_given(values: list[str] | None) -> list[dict] | None:
+    """``--wrapper`` values as checked specs (``none``: an empty list; not given: None)."""
+    if values is None:
+        return None
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.rollout.serving import view_wrapper_spec
+    from mtrl_gym.rollout.sources.local import wrapper_arg
+
+    if [v.strip() for v in values] == ["none"]:
+        return []
+    if "none" in (v.strip() for v in values):
+        raise ConfigError("--wrapper none means no wrapper; it cannot be given with other --wrapper values")
+    try:
+        return [view_wrapper_spec(wrapper_arg(v)) for v in values]
+    except ConfigError as e:
+        raise ConfigError(f"--wrapper: {e}") from None
 
 
 def _inherited(adapter: str, out_dir: str | None, log) -> dict | None:
@@ -173,13 +197,16 @@ def _inherited(adapter: str, out_dir: str | None, log) -> dict | None:
     prompt = "the env's" if text is None else ("none" if text == "" else f"the run's own ({len(text)} characters)")
     log(f"serving settings of {adapter} from its training run ({path}): max tokens {settings.get('max_new_tokens')}, "
         f"system prompt {prompt}, tool schemas {'on' if settings['tools'] else 'off'}, format prefill "
-        f"{settings['assistant_prefix']!r}, stop {list(settings['stop'])}")
+        f"{settings['assistant_prefix']!r}, stop {list(settings['stop'])}, wrappers "
+        f"{_describe('wrappers', settings['wrappers'])}")
     return settings
 
 
 def _describe(field: str, value, *, trained: bool = False) -> str:
     if trained and field == "system_prompt" and value not in ("default", "none"):
         return "its own system prompt text"
+    if field == "wrappers":
+        return ", ".join(w["name"] + (f"({w['kwargs']})" if w["kwargs"] else "") for w in value) or "none"
     return repr(list(value)) if field == "stop" else repr(value)
 
 

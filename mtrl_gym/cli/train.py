@@ -271,7 +271,7 @@ def _check_env(config) -> None:
     except TypeError as e:
         raise ConfigError(f"env_kwargs {dict(config.env_kwargs)!r} do not fit {config.env}: {e}") from None
     try:
-        for wrap in build_wrappers(config.env_wrappers):
+        for wrap in build_wrappers(config.env_wrappers) + config.serving.env_wrappers():
             env = wrap(env)
     finally:
         env.close()

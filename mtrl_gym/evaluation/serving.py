@@ -9,10 +9,12 @@ training config saved next to the adapter (``<run>/checkpoints/step_N/config.yam
 ``mtrl-gym eval --adapter`` serves the adapter as it was trained unless told otherwise
 (:func:`differences` says what an override changes).
 
-The fields: ``max_new_tokens``, ``assistant_prefix``, ``stop``, ``tools`` and
+The fields: ``max_new_tokens``, ``assistant_prefix``, ``stop``, ``tools``,
 ``system_prompt_text`` (the text of the run's :class:`~mtrl_gym.wrappers.SystemPrompt`
 wrapper, ``None`` when it kept the env's prompt; a caller turns it into a
-``system_prompt`` file with :func:`system_prompt_file`).
+``system_prompt`` file with :func:`system_prompt_file`) and ``wrappers`` (what the policy
+read: the serving wrappers, and any ``observation_only`` wrapper among the run's env
+wrappers). An SFT run's env wrappers are those its first demonstration file was made with.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ __all__ = ["ServingSettings", "training_config_of", "training_serving", "differe
            "SERVING_FIELDS"]
 
 #: The RunSpec fields an adapter's training decides (system_prompt_text becomes system_prompt).
-SERVING_FIELDS = ("max_new_tokens", "assistant_prefix", "stop", "tools", "system_prompt_text")
+SERVING_FIELDS = ("max_new_tokens", "assistant_prefix", "stop", "tools", "system_prompt_text", "wrappers")
 
 ServingSettings = dict[str, Any]
 
@@ -61,6 +63,35 @@ def _system_prompt(wrappers: Any, source: Path) -> tuple[str | None, bool] | Non
                                   f"read ({e.strerror}); pass --system-prompt FILE") from None
         return text, bool(kwargs.get("tools", True))
     return None
+
+
+def _demo_wrappers(demos: Any) -> Any:
+    """The ``env_wrappers`` the first demonstration file was made with (its ``.meta.json``), or None."""
+    from mtrl_gym.rollout.trajectory import read_meta
+
+    first = demos[0] if isinstance(demos, list) and demos else demos
+    if not isinstance(first, str):
+        return None
+    try:
+        meta = read_meta(first) or {}
+    except (OSError, ValueError):
+        return None
+    made = meta.get("config") if isinstance(meta, Mapping) else None
+    return made.get("env_wrappers") if isinstance(made, Mapping) else None
+
+
+def _observation_wrappers(wrappers: Any) -> list[dict[str, Any]]:
+    """The specs in ``wrappers`` whose class declares ``observation_only`` (what the policy read;
+    a run saved before ``serving.wrappers`` kept them among its env wrappers)."""
+    from mtrl_gym.rollout.serving import view_wrapper_spec
+
+    out = []
+    for spec in wrappers or []:
+        try:
+            out.append(view_wrapper_spec(spec))
+        except ConfigError:  # a training-only wrapper (shaping, a curriculum), or one not importable here
+            continue
+    return out
 
 
 def saved_serving_of(adapter: str | os.PathLike) -> Path | None:
@@ -106,7 +137,12 @@ def training_serving(adapter: str | os.PathLike) -> tuple[ServingSettings, Path]
                                  "assistant_prefix": serving.assistant_prefix, "stop": tuple(serving.stop)}
     validation = config.get("validation") if isinstance(config.get("validation"), Mapping) else {}
     val_wrappers = validation.get("env_wrappers", config.get("val_env_wrappers"))  # the latter: a run saved before the groups
-    prompt = _system_prompt(config.get("env_wrappers"), path) or _system_prompt(val_wrappers, path)
+    env_wrappers = config.get("env_wrappers")
+    if env_wrappers is None and config.get("demos"):  # an SFT run: the env its first demonstration file was made in
+        env_wrappers = _demo_wrappers(config["demos"])
+    prompt = _system_prompt(env_wrappers, path) or _system_prompt(val_wrappers, path)
+    views = [*_observation_wrappers(env_wrappers or val_wrappers), *serving.wrappers]
+    settings["wrappers"] = [w for i, w in enumerate(views) if w not in views[:i]]
     text, tools = prompt if prompt is not None else (None, True)
     if serving.system_prompt != "default" or not serving.tools:  # the serving group's prompt is applied outermost
         own = serving.system_prompt_text()

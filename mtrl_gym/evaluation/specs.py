@@ -136,7 +136,7 @@ class RunSpec:
             if getattr(self, f.name) is not None:
                 out[f.name] = getattr(self, f.name)
         for key, value in self.serving.to_dict().items():  # flat, as the reports and resume checks read them
-            if not (key == "constrained" and not value):
+            if not (key in ("constrained", "wrappers") and not value):  # off: as recorded before the field existed
                 out[key] = value
         if self.sampler is not None:
             out["sampler"] = type(self.sampler).__name__

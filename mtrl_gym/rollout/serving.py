@@ -7,6 +7,11 @@ and the rollout CLI read this object (:meth:`ServingSettings.sampling`) instead 
 its fields, and a training run saves it in its run folder (``serving.yaml``) for
 ``mtrl-gym eval --adapter`` to read back (:func:`load_serving`).
 
+What the policy reads belongs here too: ``wrappers`` lists the wrappers that change only the
+observation text (such as :class:`~mtrl_gym.wrappers.WordleRecap`), and
+:meth:`ServingSettings.env_wrappers` applies them, then the system prompt, in training,
+demonstrations and evaluation alike, so an adapter trained with them is evaluated with them.
+
 >>> s = ServingSettings(max_new_tokens=6, stop=['"'], temperature=0.7)
 >>> s.sampling().max_new_tokens, s.sampling().stop, s.sampling(temperature=0.0).temperature
 (6, ('"',), 0.0)
@@ -14,16 +19,18 @@ its fields, and a training run saves it in its run folder (``serving.yaml``) for
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mtrl_gym.config_base import ConfigBase
+from mtrl_gym.config_base import ConfigBase, looks_structured, parse_structured
 from mtrl_gym.error import ConfigError
 
-__all__ = ["ServingSettings", "SYSTEM_PROMPT_VARIANTS", "SERVING_FILE", "resolve_system_prompt", "load_serving"]
+__all__ = ["ServingSettings", "SYSTEM_PROMPT_VARIANTS", "SERVING_FILE", "resolve_system_prompt", "load_serving",
+           "view_wrapper_spec"]
 
 #: Named system-prompt variants; anything else is a path to a text file.
 SYSTEM_PROMPT_VARIANTS = ("default", "none")
@@ -60,11 +67,27 @@ class ServingSettings(ConfigBase):
     trains the model's own, unconstrained distribution p: the sampled tokens come from the
     constrained q >= p, so ``tis_cap`` (required) weighs each token by ``min(p / q, cap)`` <= 1
     and ``old_logprobs: auto`` recomputes; validation rollouts stay unconstrained."""
+    wrappers: list[dict[str, Any]] = field(default_factory=list)
+    """Wrappers that change only what the policy reads, as ``{"name": ..., "kwargs": {...}}``
+    (or a bare name), e.g. ``[{"name": "WordleRecap"}]``: applied outside the run's
+    ``env_wrappers`` and inside the system prompt, in training and validation rollouts,
+    demonstrations and evaluation. Only a wrapper class that declares ``observation_only =
+    True`` is accepted (the reward, ``info`` and the game stay the env's); put any other in
+    ``env_wrappers``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, (str, tuple)):
             self.stop = [self.stop] if isinstance(self.stop, str) else list(self.stop)
+        if isinstance(self.wrappers, str) and looks_structured(self.wrappers):  # `--set serving.wrappers=[...]`
+            self.wrappers = parse_structured("wrappers", self.wrappers)
+        if isinstance(self.wrappers, (str, dict, tuple)):
+            self.wrappers = [self.wrappers] if isinstance(self.wrappers, (str, dict)) else list(self.wrappers)
+        if isinstance(self.wrappers, list):  # a bare name is the wrapper without kwargs
+            self.wrappers = [{"name": w} if isinstance(w, str) else w for w in self.wrappers]
         super().__post_init__()
+        if not isinstance(self.wrappers, list):
+            raise ConfigError(f"`wrappers` must be a list of wrapper specs, got {self.wrappers!r}")
+        self.wrappers = [view_wrapper_spec(w) for w in self.wrappers]
         if any(not isinstance(x, str) or not x for x in self.stop):
             raise ConfigError(f"`stop` must be a list of non-empty strings, got {self.stop!r}")
         if not isinstance(self.system_prompt, str) or not self.system_prompt:
@@ -101,6 +124,37 @@ class ServingSettings(ConfigBase):
 
         tools = self.tools
         return lambda env: SystemPrompt(env, text, tools=tools)
+
+    def env_wrappers(self) -> list:
+        """What the policy reads the env through, innermost first: the ``wrappers``, then the
+        system prompt (:meth:`prompt_wrapper`, when there is one); callables ``env -> env``
+        for the outside of the run's own env wrappers."""
+        from mtrl_gym.rollout.sources.local import build_wrappers
+
+        prompt = self.prompt_wrapper()
+        return [*build_wrappers(self.wrappers), *([prompt] if prompt is not None else [])]
+
+
+def view_wrapper_spec(spec: Any) -> dict[str, Any]:
+    """``spec`` (a name or ``{"name", "kwargs"}``) as ``{"name": ..., "kwargs": {...}}``,
+    checked: the class must resolve and declare ``observation_only = True``."""
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"] \
+            or not isinstance(spec.get("kwargs") or {}, dict) or set(spec) - {"name", "kwargs"}:
+        raise ConfigError(f'a serving wrapper is a name or {{"name": ..., "kwargs": {{...}}}}, got {spec!r}')
+    from mtrl_gym.rollout.sources.local import resolve_wrapper
+
+    cls = resolve_wrapper(spec["name"])
+    if getattr(cls, "observation_only", False) is not True:
+        raise ConfigError(f"serving wrapper {spec['name']!r} may change more than what the policy reads (its class "
+                          "does not declare observation_only = True); put it in the run's env_wrappers instead")
+    kwargs = dict(spec.get("kwargs") or {})
+    try:
+        inspect.signature(cls).bind(None, **kwargs)  # the env, then the spec's options
+    except TypeError as e:
+        raise ConfigError(f"serving wrapper {spec['name']!r}: kwargs {kwargs!r} do not fit it ({e})") from None
+    return {"name": spec["name"], "kwargs": kwargs}
 
 
 def resolve_system_prompt(variant: str) -> str | None:

@@ -11,6 +11,7 @@ Trajectories are plain data: they serialise to one JSON object per line with
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -20,7 +21,8 @@ from typing import Any
 from mtrl_gym.files import atomic_path
 from mtrl_gym.serialization import json_line, json_safe
 
-__all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe", "turn_record", "TURN_KEYS"]
+__all__ = ["Trajectory", "save_jsonl", "load_jsonl", "iter_jsonl", "json_safe", "turn_record", "TURN_KEYS",
+           "meta_path", "read_meta"]
 
 #: The ``info`` keys of one step that :func:`turn_record` keeps (the env contract, plus the
 #: reward wrappers' computation).
@@ -157,3 +159,14 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[Trajectory]:
 def load_jsonl(path: str | os.PathLike) -> list[Trajectory]:
     """Read all trajectories of a JSONL file (see :func:`iter_jsonl`)."""
     return list(iter_jsonl(path))
+
+
+def meta_path(path: str | os.PathLike) -> Path:
+    """The ``<path>.meta.json`` that describes how a trajectory file was made (demonstrations)."""
+    return Path(str(path) + ".meta.json")
+
+
+def read_meta(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The :func:`meta_path` file of ``path`` as a mapping, or None when there is none."""
+    meta = meta_path(path)
+    return json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else None

@@ -56,7 +56,7 @@ from mtrl_gym.rollout.samplers.base import (
     SampleResult,
     SamplingParams,
 )
-from mtrl_gym.rollout.trajectory import Trajectory, save_jsonl
+from mtrl_gym.rollout.trajectory import Trajectory, meta_path, read_meta, save_jsonl
 
 __all__ = ["DemoConfig", "TeacherSampler", "PolicyDriven", "Replay", "reference_policy", "make_demos",
            "learner_demos", "drill_demos", "recorded_actions", "train_tasks", "teacher_tokens", "POLICY_NAMES", "read_demo_meta"]
@@ -270,7 +270,7 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
 
         tokenizer = models.load_tokenizer(config.model)
     source = env if env is not None else config.env
-    wrappers = build_wrappers(config.env_wrappers)
+    wrappers = build_wrappers(config.env_wrappers) + config.serving.env_wrappers()  # what the model will read
 
     def driven(e: gymnasium.Env) -> gymnasium.Env:
         policy = reference_policy(config.policy, e, **config.policy_kwargs)
@@ -431,11 +431,10 @@ def write_demos(trajectories: Sequence[Trajectory], path: str | os.PathLike, con
             "failed": sum(t.failed for t in trajectories),
             "assistant_tokens": sum(t.trainable_tokens for t in trajectories),
             "tokens": sum(len(t.token_ids) for t in trajectories)}
-    Path(str(path) + ".meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    meta_path(path).write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return path
 
 
 def read_demo_meta(path: str | os.PathLike) -> dict[str, Any] | None:
     """The ``.meta.json`` written next to a demonstration file, or None."""
-    meta = Path(str(path) + ".meta.json")
-    return json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else None
+    return read_meta(path)

@@ -55,8 +55,13 @@ class WordleRecap(gymnasium.Wrapper, RecordConstructorArgs):
             that keep its ``info`` facts (``PriorGuesses`` below this one is read at reset).
 
     ``WordleRecap(PriorGuesses(gymnasium.make("mtrl/Wordle-v0")))``; in a config,
-    ``{"name": "WordleRecap"}`` after ``PriorGuesses`` in ``env_wrappers``.
+    ``serving: {wrappers: [WordleRecap]}`` (what the policy reads, saved with the adapter, so
+    ``mtrl-gym eval --adapter`` serves it the same way), or ``{"name": "WordleRecap"}`` after
+    ``PriorGuesses`` in ``env_wrappers``.
     """
+
+    #: It changes only the text the policy reads (a ``serving.wrappers`` entry may).
+    observation_only = True
 
     def __init__(self, env: gymnasium.Env):
         RecordConstructorArgs.__init__(self)

@@ -22,8 +22,8 @@ import gymnasium
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["LocalOptions", "resolve_wrapper", "build_wrappers", "rollout_config", "make_rollout_engine",
-           "unfinished_reward_value"]
+__all__ = ["LocalOptions", "resolve_wrapper", "build_wrappers", "wrapper_arg", "rollout_config",
+           "make_rollout_engine", "unfinished_reward_value"]
 
 
 @dataclass
@@ -59,6 +59,27 @@ def build_wrappers(specs: Sequence[Mapping[str, Any]]) -> list[Callable[[gymnasi
     return [functools.partial(resolve_wrapper(s["name"]), **dict(s.get("kwargs") or {})) for s in specs]
 
 
+def wrapper_arg(text: str, flag: str = "--wrapper") -> dict[str, Any]:
+    """A wrapper spec from a command-line value: a name (``WordleRecap``) or a JSON object
+    ``{"name": ..., "kwargs": {...}}``; anything else raises ConfigError naming ``flag``."""
+    import json
+
+    text = text.strip()
+    if not text.startswith("{"):
+        if not text or any(c.isspace() for c in text):
+            raise ConfigError(f'{flag} takes a wrapper name or a JSON object {{"name": ..., "kwargs": {{...}}}}, '
+                              f"got {text!r}")
+        return {"name": text, "kwargs": {}}
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{flag} must be a wrapper name or a JSON object, got {text!r} ({e.msg})") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) \
+            or not isinstance(spec.get("kwargs", {}), dict):
+        raise ConfigError(f'{flag} must be a JSON object with a "name" (and optional "kwargs" object), got {text!r}')
+    return spec
+
+
 def rollout_config(config: Any, *, validation: bool = False, constraint: Any = None) -> Any:
     """The :class:`~mtrl_gym.rollout.engine.RolloutConfig` of training (or validation) rollouts
     (``constraint``: the :class:`~mtrl_gym.rollout.constraint.CompletionConstraint` of every turn)."""
@@ -91,8 +112,8 @@ def make_rollout_engine(config: Any, sampler: Any, tokenizer: Any, *, validation
         raise ConfigError(f"{config.env!r} is a multi-agent env: its games are played by the 'selfplay' source "
                           "(source: {name: selfplay}, optionally with seats: {player_1: solver})")
     specs = config.validation.env_wrappers if validation else config.env_wrappers
-    prompt = config.serving.prompt_wrapper()  # a system prompt or hidden tool schemas: outermost but the stats
-    wrappers = build_wrappers(specs) + ([prompt] if prompt is not None else []) + ([EpisodeStats] if validation else [])
+    # what the policy reads (serving wrappers, then the system prompt): outermost but the stats
+    wrappers = build_wrappers(specs) + config.serving.env_wrappers() + ([EpisodeStats] if validation else [])
     source = env if env is not None else config.env
     constraint = None
     if config.serving.constrained and not validation:  # dictionary decoding of training rollouts

@@ -331,6 +331,9 @@ def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler
 
     if config.serving.constrained:
         raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")
+    if config.serving.wrappers:
+        raise ConfigError(f"serving.wrappers {[w['name'] for w in config.serving.wrappers]} are for single-agent envs; "
+                          "a multi-agent env's seats read its own observations")
     specs = config.validation.env_wrappers if validation else config.env_wrappers
     return MultiAgentRolloutEngine(env if env is not None else config.env, sampler, tokenizer,
                                    rollout_config(config, validation=validation), seats=dict(options.seats),
