@@ -352,14 +352,15 @@ def spelling_drill(config: GRPOConfig, out: Path, rounds: int = 2) -> Path:
 
     path = out / "spelling.jsonl"
     first_message = "Write a real 5-letter English word with the guess_word tool."
+    serving = config.serving.replace(wrappers=[])  # the drill has no board: no view of one to apply
     if not reuse(path, {"rounds": rounds, "words": SPELLING_WORDS, "system": SPELLING_SYSTEM,
-                        "first_message": first_message, "model": config.model, "serving": config.serving.to_dict()}):
+                        "first_message": first_message, "model": config.model, "serving": serving.to_dict()}):
         rng, words_list = np.random.default_rng(0), answers()
         actions = []
         for _ in range(rounds):
             words = [format_guess(words_list[i], spelled=True) for i in rng.permutation(len(words_list))]
             actions += [words[i:i + SPELLING_WORDS] for i in range(0, len(words), SPELLING_WORDS)]
-        save_jsonl(drill_demos(actions, models.load_tokenizer(config.model), config.serving, system=SPELLING_SYSTEM,
+        save_jsonl(drill_demos(actions, models.load_tokenizer(config.model), serving, system=SPELLING_SYSTEM,
                                first_message=first_message, task_id="spelling"), path)
     return path
 

@@ -85,7 +85,7 @@ def test_the_recap_line_reaches_training_validation_and_every_data_file(recipe, 
         env = engine._make_env()
         obs, info = env.reset(seed=3)
         env.close()
-        assert obs.splitlines()[-1].startswith("Recap: gray "), obs
+        assert obs.splitlines()[-1].startswith("Recap: gray ") and obs.count("Recap:") == 1, obs
         assert (obs.splitlines()[-1] == "Recap: gray -; yellow -; green _ _ _ _ _") == validation
 
     monkeypatch.setattr(models, "load_tokenizer", lambda name: chatml_tokenizer)
@@ -98,6 +98,7 @@ def test_the_recap_line_reaches_training_validation_and_every_data_file(recipe, 
             for before, m in zip(t.messages, t.messages[1:]):
                 if m["role"] == "assistant":  # the text just before every guess ends with the recap
                     assert before["content"].splitlines()[-1].startswith("Recap: gray "), before["content"]
+                    assert before["content"].count("Recap:") == 1, before["content"]
                     turns += 1
     assert turns >= 6
 

@@ -32,7 +32,8 @@ def register(sub) -> None:
     p.add_argument("--max-turns", type=int, default=None, help="most turns per demonstration")
     p.add_argument("--wrapper", dest="wrappers", action="append", default=[], metavar="SPEC",
                    help='a wrapper after the config\'s system prompt: a name, or {"name": ..., "kwargs": {...}} '
-                        '(repeatable), e.g. \'{"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], '
+                        '(repeatable; one that changes only the text the model reads, such as WordleRecap, goes '
+                        'to the serving wrappers, outside the others), e.g. \'{"name": "PriorGuesses", "kwargs": {"num_priors": [1, 4], '
                         '"policy": "random"}}\' for single-board examples')
     p.add_argument("--learner", default=None, metavar="RECORDS",
                    help="a model's evaluation records (trajectories/<run>.jsonl of `mtrl-gym eval` on training "
@@ -66,7 +67,13 @@ def run(args) -> int:
                       train_size=c.train_size, val_size=c.val_size, split_seed=c.split_seed)
     if args.env:
         values["env"] = args.env
-    values["env_wrappers"] = [*values.get("env_wrappers", []), *wrappers]
+    from mtrl_gym.rollout.serving import observation_wrappers
+
+    views = observation_wrappers(wrappers)  # what the model reads (WordleRecap): serving wrappers, saved for SFT
+    values["env_wrappers"] = [*values.get("env_wrappers", []), *(w for w in wrappers if w not in views)]
+    if views:
+        values["serving"] = {**values.get("serving", {}), "wrappers": [*values.get("serving", {}).get("wrappers", []),
+                                                                         *views]}
     config = DemoConfig(**values, policy=args.policy, policy_kwargs=policy_kwargs, num_episodes=args.num_episodes,
                         split=args.split, max_turns=args.max_turns, seed=args.seed)
     if args.relabel and not args.learner:

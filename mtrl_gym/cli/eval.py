@@ -165,14 +165,12 @@ def _wrappers_given(values: list[str] | None) -> list[dict] | None:
     from mtrl_gym.rollout.serving import view_wrapper_spec
     from mtrl_gym.rollout.sources.local import wrapper_arg
 
-    if [v.strip() for v in values] == ["none"]:
+    nones = [v.strip().lower() == "none" for v in values]
+    if any(nones):
+        if not all(nones):
+            raise ConfigError("--wrapper none means no wrapper; it cannot be given with other --wrapper values")
         return []
-    if "none" in (v.strip() for v in values):
-        raise ConfigError("--wrapper none means no wrapper; it cannot be given with other --wrapper values")
-    try:
-        return [view_wrapper_spec(wrapper_arg(v)) for v in values]
-    except ConfigError as e:
-        raise ConfigError(f"--wrapper: {e}") from None
+    return [view_wrapper_spec(wrapper_arg(v), where="--wrapper") for v in values]
 
 
 def _inherited(adapter: str, out_dir: str | None, log) -> dict | None:

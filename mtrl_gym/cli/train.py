@@ -260,6 +260,9 @@ def _check_env(config) -> None:
 
     build_wrappers(config.validation.env_wrappers)  # every name resolves
     if is_multiagent(config.env):  # a PettingZoo env: it must build (env wrappers are refused for these)
+        from mtrl_gym.rollout.sources.multiagent import refuse_serving_wrappers
+
+        refuse_serving_wrappers(config)
         try:
             make_multiagent(config.env, parallel=True, **dict(config.env_kwargs)).close()
         except TypeError as e:

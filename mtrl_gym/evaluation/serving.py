@@ -65,33 +65,37 @@ def _system_prompt(wrappers: Any, source: Path) -> tuple[str | None, bool] | Non
     return None
 
 
-def _demo_wrappers(demos: Any) -> Any:
-    """The ``env_wrappers`` the first demonstration file was made with (its ``.meta.json``), or None."""
-    from mtrl_gym.rollout.trajectory import read_meta
+def _demo_wrappers(config: Mapping[str, Any], config_path: Path) -> Any:
+    """The ``env_wrappers`` an SFT run's first demonstration file was made with (its
+    ``.meta.json``), or None. A relative path is read from where the run was started: the
+    folder that holds the run folder as its ``output_dir`` names it. A record that cannot be
+    found is warned about (the prompt and serving wrappers then come from the flags)."""
+    import warnings
 
+    from mtrl_gym.rollout.trajectory import meta_path, read_meta
+
+    demos = config.get("demos")
     first = demos[0] if isinstance(demos, list) and demos else demos
     if not isinstance(first, str):
         return None
-    try:
-        meta = read_meta(first) or {}
-    except (OSError, ValueError):
-        return None
-    made = meta.get("config") if isinstance(meta, Mapping) else None
-    return made.get("env_wrappers") if isinstance(made, Mapping) else None
-
-
-def _observation_wrappers(wrappers: Any) -> list[dict[str, Any]]:
-    """The specs in ``wrappers`` whose class declares ``observation_only`` (what the policy read;
-    a run saved before ``serving.wrappers`` kept them among its env wrappers)."""
-    from mtrl_gym.rollout.serving import view_wrapper_spec
-
-    out = []
-    for spec in wrappers or []:
-        try:
-            out.append(view_wrapper_spec(spec))
-        except ConfigError:  # a training-only wrapper (shaping, a curriculum), or one not importable here
-            continue
-    return out
+    candidates = [Path(first).expanduser()]
+    output_dir = config.get("output_dir")
+    if not candidates[0].is_absolute() and isinstance(output_dir, str) and not Path(output_dir).is_absolute():
+        run = next((p for p in [config_path.parent, *config_path.parents] if (p / "config.yaml").is_file()
+                    and p.parts[-len(Path(output_dir).parts):] == Path(output_dir).parts), None)
+        if run is not None:
+            candidates.append(run.parents[len(Path(output_dir).parts) - 1] / first)
+    for path in candidates:
+        if meta_path(path).is_file():
+            try:
+                made = (read_meta(path) or {}).get("config")
+            except (OSError, ValueError):
+                break
+            return made.get("env_wrappers") if isinstance(made, Mapping) else None
+    warnings.warn(f"{config_path}: this SFT run's demonstration record {str(meta_path(first))!r} is not found, so the "
+                  "system prompt its demonstrations were made with is not known; pass --system-prompt and --wrapper "
+                  "as it was trained", stacklevel=3)
+    return None
 
 
 def saved_serving_of(adapter: str | os.PathLike) -> Path | None:
@@ -126,6 +130,7 @@ def training_serving(adapter: str | os.PathLike) -> tuple[ServingSettings, Path]
     if not isinstance(config, Mapping):
         raise ConfigError(f"{path} does not hold a training config (a mapping); pass the serving settings as flags")
     from mtrl_gym.rollout.serving import ServingSettings as Serving
+    from mtrl_gym.rollout.serving import observation_wrappers
 
     saved = saved_serving_of(adapter)
     try:
@@ -139,10 +144,10 @@ def training_serving(adapter: str | os.PathLike) -> tuple[ServingSettings, Path]
     val_wrappers = validation.get("env_wrappers", config.get("val_env_wrappers"))  # the latter: a run saved before the groups
     env_wrappers = config.get("env_wrappers")
     if env_wrappers is None and config.get("demos"):  # an SFT run: the env its first demonstration file was made in
-        env_wrappers = _demo_wrappers(config["demos"])
+        env_wrappers = _demo_wrappers(config, path)
     prompt = _system_prompt(env_wrappers, path) or _system_prompt(val_wrappers, path)
-    views = [*_observation_wrappers(env_wrappers or val_wrappers), *serving.wrappers]
-    settings["wrappers"] = [w for i, w in enumerate(views) if w not in views[:i]]
+    # a run saved before serving.wrappers kept them among its env wrappers
+    settings["wrappers"] = observation_wrappers([*(env_wrappers or val_wrappers or []), *serving.wrappers])
     text, tools = prompt if prompt is not None else (None, True)
     if serving.system_prompt != "default" or not serving.tools:  # the serving group's prompt is applied outermost
         own = serving.system_prompt_text()

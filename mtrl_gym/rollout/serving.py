@@ -30,7 +30,7 @@ from mtrl_gym.config_base import ConfigBase, looks_structured, parse_structured
 from mtrl_gym.error import ConfigError
 
 __all__ = ["ServingSettings", "SYSTEM_PROMPT_VARIANTS", "SERVING_FILE", "resolve_system_prompt", "load_serving",
-           "view_wrapper_spec"]
+           "view_wrapper_spec", "observation_wrappers", "check_listed_once"]
 
 #: Named system-prompt variants; anything else is a path to a text file.
 SYSTEM_PROMPT_VARIANTS = ("default", "none")
@@ -80,14 +80,14 @@ class ServingSettings(ConfigBase):
             self.stop = [self.stop] if isinstance(self.stop, str) else list(self.stop)
         if isinstance(self.wrappers, str) and looks_structured(self.wrappers):  # `--set serving.wrappers=[...]`
             self.wrappers = parse_structured("wrappers", self.wrappers)
+        if isinstance(self.wrappers, str) and self.wrappers.strip().lower() == "none":
+            self.wrappers = []
         if isinstance(self.wrappers, (str, dict, tuple)):
             self.wrappers = [self.wrappers] if isinstance(self.wrappers, (str, dict)) else list(self.wrappers)
-        if isinstance(self.wrappers, list):  # a bare name is the wrapper without kwargs
-            self.wrappers = [{"name": w} if isinstance(w, str) else w for w in self.wrappers]
-        super().__post_init__()
         if not isinstance(self.wrappers, list):
             raise ConfigError(f"`wrappers` must be a list of wrapper specs, got {self.wrappers!r}")
-        self.wrappers = [view_wrapper_spec(w) for w in self.wrappers]
+        self.wrappers = [view_wrapper_spec(w, index=i) for i, w in enumerate(self.wrappers)]
+        super().__post_init__()
         if any(not isinstance(x, str) or not x for x in self.stop):
             raise ConfigError(f"`stop` must be a list of non-empty strings, got {self.stop!r}")
         if not isinstance(self.system_prompt, str) or not self.system_prompt:
@@ -135,26 +135,48 @@ class ServingSettings(ConfigBase):
         return [*build_wrappers(self.wrappers), *([prompt] if prompt is not None else [])]
 
 
-def view_wrapper_spec(spec: Any) -> dict[str, Any]:
+def view_wrapper_spec(spec: Any, *, index: int | None = None, where: str = "wrappers") -> dict[str, Any]:
     """``spec`` (a name or ``{"name", "kwargs"}``) as ``{"name": ..., "kwargs": {...}}``,
-    checked: the class must resolve and declare ``observation_only = True``."""
-    if isinstance(spec, str):
-        spec = {"name": spec}
-    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"] \
-            or not isinstance(spec.get("kwargs") or {}, dict) or set(spec) - {"name", "kwargs"}:
-        raise ConfigError(f'a serving wrapper is a name or {{"name": ..., "kwargs": {{...}}}}, got {spec!r}')
-    from mtrl_gym.rollout.sources.local import resolve_wrapper
+    checked: the class must resolve, declare ``observation_only = True`` and take the kwargs."""
+    from mtrl_gym.rollout.sources.local import resolve_wrapper, wrapper_spec
 
-    cls = resolve_wrapper(spec["name"])
-    if getattr(cls, "observation_only", False) is not True:
-        raise ConfigError(f"serving wrapper {spec['name']!r} may change more than what the policy reads (its class "
-                          "does not declare observation_only = True); put it in the run's env_wrappers instead")
-    kwargs = dict(spec.get("kwargs") or {})
+    spec = wrapper_spec(where, index, spec)
+    at = where if index is None else f"{where}[{index}]"
     try:
-        inspect.signature(cls).bind(None, **kwargs)  # the env, then the spec's options
+        cls = resolve_wrapper(spec["name"])
+    except ConfigError as e:
+        raise ConfigError(f"`{at}`: {e}") from None
+    if getattr(cls, "observation_only", False) is not True:
+        raise ConfigError(f"`{at}`: {spec['name']!r} may change more than what the policy reads (its class does not "
+                          "declare observation_only = True); put it in the run's env_wrappers instead")
+    try:
+        inspect.signature(cls).bind(None, **spec["kwargs"])  # the env, then the spec's options
     except TypeError as e:
-        raise ConfigError(f"serving wrapper {spec['name']!r}: kwargs {kwargs!r} do not fit it ({e})") from None
-    return {"name": spec["name"], "kwargs": kwargs}
+        raise ConfigError(f"`{at}`: kwargs {spec['kwargs']!r} do not fit {spec['name']!r} ({e})") from None
+    return spec
+
+
+def observation_wrappers(specs: Any) -> list[dict[str, Any]]:
+    """The specs in ``specs`` whose class declares ``observation_only`` (what a policy read),
+    normalised, each once; the others (shaping, curricula, one not importable here) are left out."""
+    out: list[dict[str, Any]] = []
+    for spec in specs or []:
+        try:
+            view = view_wrapper_spec(spec)
+        except ConfigError:
+            continue
+        if view not in out:
+            out.append(view)
+    return out
+
+
+def check_listed_once(env_wrappers: list[dict[str, Any]], serving: ServingSettings, *,
+                      where: str = "env_wrappers") -> None:
+    """Refuse a serving wrapper that ``env_wrappers`` names too: the policy would read its text twice."""
+    names = {w["name"] for w in serving.wrappers} & {w["name"] for w in env_wrappers}
+    if names:
+        raise ConfigError(f"{sorted(names)} is in both `{where}` and `serving.wrappers`, so the policy would read "
+                          "its line twice; keep it in `serving.wrappers` only")
 
 
 def resolve_system_prompt(variant: str) -> str | None:

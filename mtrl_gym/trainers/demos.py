@@ -48,7 +48,8 @@ import numpy as np
 
 from mtrl_gym.config_base import ConfigBase
 from mtrl_gym.error import ConfigError
-from mtrl_gym.rollout.serving import ServingSettings
+from mtrl_gym.rollout.serving import ServingSettings, check_listed_once
+from mtrl_gym.rollout.sources.local import build_wrappers, wrapper_spec
 from mtrl_gym.rollout.engine import RolloutConfig, RolloutEngine
 from mtrl_gym.rollout.samplers.base import (
     Sampler,
@@ -240,6 +241,8 @@ class DemoConfig(ConfigBase):
                               "Use split='train'")
         if self.num_episodes < 1:
             raise ConfigError(f"`num_episodes` must be >= 1, got {self.num_episodes!r}")
+        self.env_wrappers = [wrapper_spec("env_wrappers", i, w) for i, w in enumerate(self.env_wrappers)]
+        check_listed_once(self.env_wrappers, self.serving)
         if self.policy not in POLICY_NAMES:
             raise ConfigError(f"`policy` must be one of {POLICY_NAMES}, got {self.policy!r}")
 
@@ -263,7 +266,6 @@ def make_demos(config: DemoConfig, tokenizer=None, *, env: str | Callable[[], gy
     draw tasks from the reset seeds); ``policy_wrapper`` wraps each env's reference policy
     (e.g. :class:`Replay`).
     """
-    from mtrl_gym.rollout.sources.local import build_wrappers
 
     if tokenizer is None:
         from mtrl_gym import models
@@ -438,3 +440,12 @@ def write_demos(trajectories: Sequence[Trajectory], path: str | os.PathLike, con
 def read_demo_meta(path: str | os.PathLike) -> dict[str, Any] | None:
     """The ``.meta.json`` written next to a demonstration file, or None."""
     return read_meta(path)
+
+
+def demo_view_wrappers(made: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the policy read in demonstrations made with config ``made`` (a ``.meta.json``'s
+    ``config``): its ``observation_only`` env wrappers, then its serving wrappers."""
+    from mtrl_gym.rollout.serving import observation_wrappers
+
+    serving = made.get("serving") if isinstance(made.get("serving"), Mapping) else {}
+    return observation_wrappers([*(made.get("env_wrappers") or []), *(serving.get("wrappers") or [])])

@@ -51,30 +51,39 @@ def test_serving_wrappers_take_names_or_specs_and_refuse_what_is_not_only_a_view
         ServingSettings(wrappers=["WordleShaping"])
     with pytest.raises(ConfigError, match="unknown env wrapper 'WordleRecapp'.*Did you mean 'WordleRecap'"):
         ServingSettings(wrappers=["WordleRecapp"])
-    with pytest.raises(ConfigError, match=r"'WordleRecap': kwargs \{'lines': 2\} do not fit it"):
+    with pytest.raises(ConfigError, match=r"`wrappers\[0\]`: kwargs \{'lines': 2\} do not fit 'WordleRecap'"):
         ServingSettings(wrappers=[{"name": "WordleRecap", "kwargs": {"lines": 2}}])
-    with pytest.raises(ConfigError, match='a serving wrapper is a name or'):
-        ServingSettings(wrappers=[{"name": "WordleRecap", "kw": {}}])
+    with pytest.raises(ConfigError, match=r"`wrappers\[1\]` has unknown key\(s\) \['kw'\]"):
+        ServingSettings(wrappers=["WordleRecap", {"name": "WordleRecap", "kw": {}}])
+    assert ServingSettings(wrappers="None").wrappers == []  # `--set serving.wrappers=none`
     from mtrl_gym.trainers.grpo.config import GRPOConfig
 
     config = GRPOConfig.load("cpu-sft", overrides=["serving.wrappers=[WordleRecap]"])  # `--set` in a train call
     assert config.serving.wrappers == [RECAP]
+    with pytest.raises(ConfigError, match=r"\['WordleRecap'\] is in both `env_wrappers` and `serving.wrappers`, so "
+                                          "the policy would read its line twice"):
+        config.replace(env_wrappers=[*config.env_wrappers, RECAP])
 
 
 def test_the_recap_is_read_after_the_env_wrappers_and_before_the_system_prompt():
+    """Outside the run's env wrappers: the recap knows the words PriorGuesses played."""
     import gymnasium
 
     import mtrl_gym  # noqa: F401
+    from mtrl_gym.wrappers import PriorGuesses
 
-    env = gymnasium.make("mtrl/Wordle-v0")
+    env = PriorGuesses(gymnasium.make("mtrl/Wordle-v0"), num_priors=1, policy="random")
     wrappers = ServingSettings(wrappers=["WordleRecap"], system_prompt="none").env_wrappers()
     assert len(wrappers) == 2  # the recap, then the system prompt outermost
     for wrap in wrappers:
         env = wrap(env)
     obs, info = env.reset(seed=0, options={"answer": "shard"})
-    assert obs.splitlines()[-1] == "Recap: gray -; yellow -; green _ _ _ _ _" and info["system_prompt"] == ""
+    prior = info["prior_guesses"][0]["guess"]
+    assert obs.count("Recap:") == 1 and info["system_prompt"] == ""
+    assert obs.splitlines()[-1] != "Recap: gray -; yellow -; green _ _ _ _ _"  # it read the pre-played word
+    assert set(obs.splitlines()[-1].split("gray ")[1].split(";")[0].split()) <= set(prior.upper())
     obs = env.step(_guess("crane"))[0]
-    assert obs.splitlines()[-1] == "Recap: gray C E N; yellow R; green _ _ A _ _"
+    assert obs.count("Recap:") == 1 and obs.splitlines()[-1].split("green ")[1].split()[2] == "A"
 
 
 def test_a_multi_agent_run_refuses_serving_wrappers():
@@ -103,6 +112,7 @@ def test_demonstrations_apply_the_serving_prompt_and_wrappers(tmp_path, chatml_t
         assert t.messages[0] == {"role": "system", "content": "Guess the word."}
         read = _before_each_guess(t.messages)
         assert len(read) >= 2 and all(text.splitlines()[-1].startswith("Recap: gray ") for text in read)
+        assert all(text.count("Recap:") == 1 for text in read)
 
 
 # ---------------------------------------------------------------------------- read back by `mtrl-gym eval`
@@ -147,7 +157,8 @@ def test_an_sft_adapter_is_evaluated_with_its_prompt_and_recap(sft_run, chatml_t
     record = read_records(root / "eval" / "trajectories" / "trained.jsonl")[0]
     assert record["messages"][0] == {"role": "system", "content": "Play Wordle."}
     read = _before_each_guess(record["messages"])
-    assert read and all(text.splitlines()[-1].startswith("Recap: gray ") for text in read)
+    assert read and all(text.splitlines()[-1].startswith("Recap: gray ") and text.count("Recap:") == 1
+                        for text in read)
 
 
 def test_the_wrapper_flag_overrides_what_the_adapter_was_trained_with(sft_run, capsys):
@@ -159,7 +170,7 @@ def test_the_wrapper_flag_overrides_what_the_adapter_was_trained_with(sft_run, c
     assert "--wrapper none overrides how trained was trained (WordleRecap)" in log
     runs, log = _cli_runs("--policy", "random", "--wrapper", '{"name": "WordleRecap"}')
     assert runs[0].serving.wrappers == [RECAP] and not log
-    for bad, message in [("WordleShaping", "--wrapper: serving wrapper 'WordleShaping' may change more"),
+    for bad, message in [("WordleShaping", "`--wrapper`: 'WordleShaping' may change more"),
                          ("{nope", "--wrapper must be a wrapper name or a JSON object"),
                          ("none", "--wrapper none means no wrapper; it cannot be given with other")]:
         extra = ["--wrapper", "WordleRecap"] if bad == "none" else []
@@ -194,3 +205,68 @@ def test_a_run_without_wrappers_keeps_the_record_an_older_evaluation_resumes_aga
 
     assert "wrappers" not in RunSpec("m", model="m").describe()
     assert RunSpec("m", model="m", serving={"wrappers": ["WordleRecap"]}).describe()["wrappers"] == [RECAP]
+
+
+def test_an_sft_config_with_its_own_serving_still_saves_what_the_demonstrations_were_read_through(
+        sft_run, chatml_tokenizer):
+    """`mtrl-gym sft --set serving.max_new_tokens=8`: the adapter learnt from recap text all the same."""
+    from mtrl_gym.rollout.serving import load_serving
+    from mtrl_gym.trainers.sft.config import SFTConfig
+    from mtrl_gym.trainers.sft.trainer import SFTTrainer
+
+    root, _ = sft_run
+    sft = SFTConfig(demos=[str(root / "d.jsonl")], output_dir=str(root / "sft-own"), max_steps=1, progress=False,
+                    serving={"assistant_prefix": PREFIX, "stop": ['"'], "max_new_tokens": 8},
+                    tracking={"tracker": "none"})
+    from mtrl_gym.rollout.trajectory import load_jsonl
+
+    trainer = SFTTrainer(sft, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
+                         demos=load_jsonl(root / "d.jsonl"))
+    assert trainer.serving().wrappers == [RECAP] and trainer.serving().max_new_tokens == 8
+    trainer.serving().save(root / "sft-own" / "serving.yaml")
+    assert load_serving(root / "sft-own").wrappers == [RECAP]
+
+
+def test_an_sft_run_made_with_relative_paths_is_read_back_from_anywhere(tmp_path, monkeypatch, chatml_tokenizer):
+    from mtrl_gym.evaluation.serving import training_serving
+    from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
+    from mtrl_gym.trainers.sft.config import SFTConfig
+
+    project = tmp_path / "project"
+    (project / "runs").mkdir(parents=True)
+    monkeypatch.chdir(project)  # `mtrl-gym demos --out runs/d.jsonl`, `mtrl-gym sft --out runs/sft`, from here
+    config = DemoConfig(num_episodes=1, env_wrappers=[PROMPT], serving={"assistant_prefix": PREFIX, "stop": ['"']})
+    write_demos(make_demos(config, chatml_tokenizer), "runs/d.jsonl", config)
+    SFTConfig(demos=["runs/d.jsonl"], output_dir="runs/sft").save(project / "runs" / "sft" / "config.yaml")
+    adapter = project / "runs" / "sft" / "checkpoints" / "step_000001" / "adapter"
+    adapter.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)  # `mtrl-gym eval --adapter project/runs/sft/...` from elsewhere
+    settings, _ = training_serving(adapter)
+    assert settings["system_prompt_text"] == "Play Wordle." and settings["tools"] is False
+    (project / "runs" / "d.jsonl.meta.json").unlink()
+    with pytest.warns(UserWarning, match=r"demonstration record 'runs/d.jsonl.meta.json' is not found.*--system-prompt"):
+        settings, _ = training_serving(adapter)
+    assert settings["system_prompt_text"] is None
+
+
+def test_the_demos_cli_sends_a_view_wrapper_to_the_serving_settings(tmp_path):
+    from mtrl_gym.cli import main
+    from mtrl_gym.trainers.demos import read_demo_meta
+
+    out = tmp_path / "d.jsonl"
+    prior = '{"name": "PriorGuesses", "kwargs": {"num_priors": 1, "policy": "random"}}'
+    assert main(["demos", "--config", "cpu-sft", "-n", "1", "--max-turns", "1", "--wrapper", prior,
+                 "--wrapper", "WordleRecap", "--out", str(out)]) == 0
+    made = read_demo_meta(out)["config"]
+    assert [w["name"] for w in made["env_wrappers"]] == ["SystemPrompt", "PriorGuesses"]
+    assert made["serving"]["wrappers"] == [RECAP]
+
+
+def test_matches_on_a_multi_agent_env_refuse_serving_wrappers(tmp_path):
+    pytest.importorskip("pettingzoo")
+    from mtrl_gym.evaluation import RunSpec
+    from mtrl_gym.evaluation.matches import evaluate_matches
+
+    run = RunSpec("trained", model="m", serving={"wrappers": ["WordleRecap"]})
+    with pytest.raises(ConfigError, match=r"serving wrappers \['WordleRecap'\] are for single-agent envs.*--wrapper none"):
+        evaluate_matches("mtrl/WordleDuel-v0", [run], out_dir=tmp_path)

@@ -391,7 +391,7 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
         raise ConfigError("`assistant_prefix` cannot be used with the agent source: the agent writes its own turns "
                           "(drop the prefill, or a preset that sets it such as 'cpu')")
     given = {"env_wrappers": config.env_wrappers, "validation.env_wrappers": config.validation.env_wrappers,
-             "episode.max_turns": config.episode.max_turns}
+             "serving.wrappers": config.serving.wrappers, "episode.max_turns": config.episode.max_turns}
     ignored = [name for name, value in given.items() if value]
     if ignored and not validation:
         warnings.warn(f"{', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} not used with `agent`: the "

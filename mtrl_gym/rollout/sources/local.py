@@ -22,7 +22,7 @@ import gymnasium
 
 from mtrl_gym.error import ConfigError
 
-__all__ = ["LocalOptions", "resolve_wrapper", "build_wrappers", "wrapper_arg", "rollout_config",
+__all__ = ["LocalOptions", "resolve_wrapper", "build_wrappers", "wrapper_spec", "wrapper_arg", "rollout_config",
            "make_rollout_engine", "unfinished_reward_value"]
 
 
@@ -59,25 +59,38 @@ def build_wrappers(specs: Sequence[Mapping[str, Any]]) -> list[Callable[[gymnasi
     return [functools.partial(resolve_wrapper(s["name"]), **dict(s.get("kwargs") or {})) for s in specs]
 
 
+def wrapper_spec(field_name: str, index: int | None, spec: Any) -> dict[str, Any]:
+    """One entry of a wrapper list (``env_wrappers``, ``serving.wrappers``), normalised to
+    ``{"name": ..., "kwargs": {...}}``; ``index`` None: a single value (a command-line flag)."""
+    where = field_name if index is None else f"{field_name}[{index}]"
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        raise ConfigError(f"`{where}` must be a wrapper name or {{'name': ..., 'kwargs': {{...}}}}, got {spec!r}")
+    extra = sorted(set(spec) - {"name", "kwargs"})
+    if extra:
+        raise ConfigError(f"`{where}` has unknown key(s) {extra}; a wrapper entry has only 'name' and 'kwargs'")
+    kwargs = spec.get("kwargs") or {}
+    if not isinstance(kwargs, Mapping):
+        raise ConfigError(f"`{where}.kwargs` must be a mapping, got {kwargs!r}")
+    return {"name": spec["name"], "kwargs": dict(kwargs)}
+
+
 def wrapper_arg(text: str, flag: str = "--wrapper") -> dict[str, Any]:
     """A wrapper spec from a command-line value: a name (``WordleRecap``) or a JSON object
     ``{"name": ..., "kwargs": {...}}``; anything else raises ConfigError naming ``flag``."""
     import json
 
     text = text.strip()
-    if not text.startswith("{"):
-        if not text or any(c.isspace() for c in text):
-            raise ConfigError(f'{flag} takes a wrapper name or a JSON object {{"name": ..., "kwargs": {{...}}}}, '
-                              f"got {text!r}")
-        return {"name": text, "kwargs": {}}
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{flag} must be a wrapper name or a JSON object, got {text!r} ({e.msg})") from None
-    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) \
-            or not isinstance(spec.get("kwargs", {}), dict):
-        raise ConfigError(f'{flag} must be a JSON object with a "name" (and optional "kwargs" object), got {text!r}')
-    return spec
+    if text.startswith("{"):
+        try:
+            return wrapper_spec(flag, None, json.loads(text))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{flag} must be a wrapper name or a JSON object, got {text!r} ({e.msg})") from None
+    if not text or any(c.isspace() for c in text):
+        raise ConfigError(f'{flag} takes a wrapper name or a JSON object {{"name": ..., "kwargs": {{...}}}}, '
+                          f"got {text!r}")
+    return wrapper_spec(flag, None, text)
 
 
 def rollout_config(config: Any, *, validation: bool = False, constraint: Any = None) -> Any:

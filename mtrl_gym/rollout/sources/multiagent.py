@@ -48,7 +48,8 @@ from mtrl_gym.rollout.envs import EnvSource
 from mtrl_gym.rollout.samplers.base import Sampler
 from mtrl_gym.rollout.trajectory import Trajectory
 
-__all__ = ["MultiAgentRolloutEngine", "SelfPlayOptions", "collect_multiagent", "make_selfplay_engine", "SELF"]
+__all__ = ["MultiAgentRolloutEngine", "SelfPlayOptions", "collect_multiagent", "make_selfplay_engine", "SELF",
+           "refuse_serving_wrappers"]
 
 #: The seat value that means "played by the sampler being trained".
 SELF = "self"
@@ -323,6 +324,13 @@ def collect_multiagent(env: EnvSource, tasks: Sequence[Mapping[str, Any] | None]
         return engine.collect(tasks, seed=base)
 
 
+def refuse_serving_wrappers(config: Any) -> None:
+    """A multi-agent run's seats read the env's own observations: ``serving.wrappers`` are refused."""
+    if config.serving.wrappers:
+        raise ConfigError(f"serving.wrappers {[w['name'] for w in config.serving.wrappers]} are for single-agent envs; "
+                          f"the seats of {config.env} read its own observations")
+
+
 def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler, tokenizer, *,
                          validation: bool = False, env: EnvSource | None = None) -> MultiAgentRolloutEngine:
     """The ``selfplay`` source of a run: its multi-agent env (``env`` replaces ``config.env``), seats as
@@ -331,9 +339,7 @@ def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler
 
     if config.serving.constrained:
         raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")
-    if config.serving.wrappers:
-        raise ConfigError(f"serving.wrappers {[w['name'] for w in config.serving.wrappers]} are for single-agent envs; "
-                          "a multi-agent env's seats read its own observations")
+    refuse_serving_wrappers(config)
     specs = config.validation.env_wrappers if validation else config.env_wrappers
     return MultiAgentRolloutEngine(env if env is not None else config.env, sampler, tokenizer,
                                    rollout_config(config, validation=validation), seats=dict(options.seats),

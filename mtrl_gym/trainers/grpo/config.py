@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,8 +40,8 @@ from typing import Any
 from mtrl_gym.config_base import ConfigBase
 from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.samplers.factory import SAMPLERS
-from mtrl_gym.rollout.serving import ServingSettings
-from mtrl_gym.rollout.sources.local import unfinished_reward_value
+from mtrl_gym.rollout.serving import ServingSettings, check_listed_once
+from mtrl_gym.rollout.sources.local import unfinished_reward_value, wrapper_spec
 from mtrl_gym.rollout.traces import TraceConfig
 from mtrl_gym.trainers.settings import (
     LR_SCHEDULES,
@@ -408,6 +407,8 @@ class GRPOConfig(ConfigBase):
         if not isinstance(self.env, str) or not self.env:
             raise ConfigError(f"`env` must be an environment id such as 'mtrl/Wordle-v0', got {self.env!r}")
         self.env_wrappers = [wrapper_spec("env_wrappers", i, w) for i, w in enumerate(self.env_wrappers)]
+        check_listed_once(self.env_wrappers, self.serving)
+        check_listed_once(self.validation.env_wrappers, self.serving, where="validation.env_wrappers")
 
     def _check_model(self) -> None:
         if self.model_dtype is not None:
@@ -451,23 +452,6 @@ class GRPOConfig(ConfigBase):
         return self.run_name or Path(self.output_dir).name or "grpo"
 
 # ---------------------------------------------------------------------- field checks
-
-
-def wrapper_spec(field_name: str, index: int, spec: Any) -> dict[str, Any]:
-    """One entry of a wrapper list (``env_wrappers``), normalised to ``{"name": ..., "kwargs": {...}}``."""
-    if isinstance(spec, str):
-        spec = {"name": spec}
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str) or not spec["name"]:
-        raise ConfigError(f"`{field_name}[{index}]` must be a wrapper name or {{'name': ..., 'kwargs': {{...}}}}, "
-                          f"got {spec!r}")
-    extra = sorted(set(spec) - {"name", "kwargs"})
-    if extra:
-        raise ConfigError(f"`{field_name}[{index}]` has unknown key(s) {extra}; a wrapper entry has only "
-                          "'name' and 'kwargs'")
-    kwargs = spec.get("kwargs") or {}
-    if not isinstance(kwargs, Mapping):
-        raise ConfigError(f"`{field_name}[{index}].kwargs` must be a mapping, got {kwargs!r}")
-    return {"name": spec["name"], "kwargs": dict(kwargs)}
 
 
 def _check_maths_names(cfg: ObjectiveSettings) -> None:

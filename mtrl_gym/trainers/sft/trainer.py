@@ -115,17 +115,18 @@ class SFTTrainer:
 
     def serving(self) -> ServingSettings:
         """The serving settings of the adapter: the config's, else those the first demonstration
-        file was made with (its ``.meta.json``), else the defaults."""
-        if self.config.serving is not None:
-            return self.config.serving
-        from mtrl_gym.trainers.demos import read_demo_meta
+        file was made with (its ``.meta.json``), else the defaults. Its ``wrappers`` are what the
+        demonstrations were read through (their serving wrappers and any ``observation_only``
+        env wrapper) when the config names none: the tokens the adapter learnt from hold that text."""
+        from mtrl_gym.trainers.demos import demo_view_wrappers, read_demo_meta
 
-        for path in self.config.demos[:1]:
-            meta = read_demo_meta(path) or {}
-            made = (meta.get("config") or {}).get("serving")
-            if isinstance(made, dict):
-                return ServingSettings.from_dict(made)
-        return ServingSettings()
+        made = ((read_demo_meta(self.config.demos[0]) or {}).get("config") or {}) if self.config.demos else {}
+        serving = self.config.serving
+        if serving is None:
+            serving = ServingSettings.from_dict(made["serving"]) if isinstance(made.get("serving"), dict) \
+                else ServingSettings()
+        views = demo_view_wrappers(made)
+        return serving.replace(wrappers=views) if views and not serving.wrappers else serving
 
     def _total_steps(self) -> int:
         c = self.config
