@@ -72,8 +72,8 @@ def run(args) -> int:
     views = observation_wrappers(wrappers)  # what the model reads (WordleRecap): serving wrappers, saved for SFT
     values["env_wrappers"] = [*values.get("env_wrappers", []), *(w for w in wrappers if w not in views)]
     if views:
-        values["serving"] = {**values.get("serving", {}), "wrappers": [*values.get("serving", {}).get("wrappers", []),
-                                                                         *views]}
+        serving = values.setdefault("serving", {})
+        serving["wrappers"] = [*serving.get("wrappers", []), *views]
     config = DemoConfig(**values, policy=args.policy, policy_kwargs=policy_kwargs, num_episodes=args.num_episodes,
                         split=args.split, max_turns=args.max_turns, seed=args.seed)
     if args.relabel and not args.learner:

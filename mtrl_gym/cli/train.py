@@ -262,7 +262,7 @@ def _check_env(config) -> None:
     if is_multiagent(config.env):  # a PettingZoo env: it must build (env wrappers are refused for these)
         from mtrl_gym.rollout.sources.multiagent import refuse_serving_wrappers
 
-        refuse_serving_wrappers(config)
+        refuse_serving_wrappers(config.env, config.serving.wrappers)
         try:
             make_multiagent(config.env, parallel=True, **dict(config.env_kwargs)).close()
         except TypeError as e:

@@ -92,10 +92,10 @@ def evaluate_matches(env_id: str, runs: Sequence[RunSpec], *, opponents: Sequenc
         raise ConfigError(f"{env_id!r} is not a multi-agent env; matches need one of "
                           "mtrl_gym.registry.list_multiagent_envs()")
     config = config or EvalConfig()
-    viewed = sorted({w["name"] for run in runs for w in run.serving.wrappers})
-    if viewed:
-        raise ConfigError(f"serving wrappers {viewed} are for single-agent envs; a seat of {env_id} reads the game's "
-                          "own observations (mtrl-gym eval: --wrapper none)")
+    from mtrl_gym.rollout.sources.multiagent import refuse_serving_wrappers
+
+    refuse_serving_wrappers(env_id, [w for run in runs for w in run.serving.wrappers],
+                            fix=" (mtrl-gym eval: --wrapper none)")
     opponents = list(opponents or MATCH_OPPONENTS.get(normalize_id(env_id), ()))
     if not opponents:
         raise ConfigError(f"give the opponents of {env_id} (reference policy names of its other seats)")

@@ -44,10 +44,8 @@ from mtrl_gym.evaluation.tasks import check_tasks, resolve_tasks, tasks_digest
 from mtrl_gym.rollout.constraint import action_vocabulary
 from mtrl_gym.rollout.envs import failure_reward as min_reward_or_raise
 from mtrl_gym.rollout.envs import make_env
-from mtrl_gym.rollout.sources.local import build_wrappers
 from mtrl_gym.rollout.constraint import vocabulary_constraint as constraint_of
 from mtrl_gym.rollout.trajectory import Trajectory
-from mtrl_gym.wrappers.system_prompt import SystemPrompt
 
 __all__ = ["evaluate", "EvalResult", "default_out_dir"]
 
@@ -86,14 +84,10 @@ def _env_maker(env_id: str, env_kwargs: Mapping[str, Any]) -> Callable[[], gymna
 
 
 def _wrappers(config: EvalConfig, spec: RunSpec) -> list[Callable[[gymnasium.Env], gymnasium.Env]]:
-    """Outcome recorder innermost, then the training wrappers, the run's serving wrappers (what
-    its policy reads), then the system prompt."""
-    out: list[Callable] = [OutcomeRecorder, *config.wrappers, *build_wrappers(spec.serving.wrappers)]
-    text = resolve_system_prompt(spec.serving.system_prompt)
-    tools = spec.serving.tools or spec.kind == "policy"  # a text policy never reads the prompt
-    if text is not None or not tools:
-        out.append(lambda env: SystemPrompt(env, text, tools=tools))
-    return out
+    """Outcome recorder innermost, then the training wrappers, then what the run's policy reads
+    (its serving wrappers and system prompt: :meth:`ServingSettings.env_wrappers`)."""
+    serving = spec.serving.replace(tools=True) if spec.kind == "policy" else spec.serving  # a text policy reads no prompt
+    return [OutcomeRecorder, *config.wrappers, *serving.env_wrappers()]
 
 
 def bare_failure_reward(env: gymnasium.Env) -> float:

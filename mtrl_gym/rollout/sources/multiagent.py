@@ -324,11 +324,12 @@ def collect_multiagent(env: EnvSource, tasks: Sequence[Mapping[str, Any] | None]
         return engine.collect(tasks, seed=base)
 
 
-def refuse_serving_wrappers(config: Any) -> None:
-    """A multi-agent run's seats read the env's own observations: ``serving.wrappers`` are refused."""
-    if config.serving.wrappers:
-        raise ConfigError(f"serving.wrappers {[w['name'] for w in config.serving.wrappers]} are for single-agent envs; "
-                          f"the seats of {config.env} read its own observations")
+def refuse_serving_wrappers(env_id: str, wrappers: Sequence[Mapping[str, Any]], *, fix: str = "") -> None:
+    """A multi-agent env's seats read its own observations: serving ``wrappers`` are refused."""
+    if wrappers:
+        names = sorted({w["name"] for w in wrappers})
+        raise ConfigError(f"serving wrappers {names} are for single-agent envs; the seats of {env_id} read its own "
+                          f"observations{fix}")
 
 
 def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler, tokenizer, *,
@@ -339,7 +340,7 @@ def make_selfplay_engine(config: Any, options: SelfPlayOptions, sampler: Sampler
 
     if config.serving.constrained:
         raise ConfigError("`constrained` sampling is for single-agent envs; multi-agent seats sample unconstrained")
-    refuse_serving_wrappers(config)
+    refuse_serving_wrappers(config.env, config.serving.wrappers)
     specs = config.validation.env_wrappers if validation else config.env_wrappers
     return MultiAgentRolloutEngine(env if env is not None else config.env, sampler, tokenizer,
                                    rollout_config(config, validation=validation), seats=dict(options.seats),
