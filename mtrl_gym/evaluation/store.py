@@ -122,6 +122,9 @@ class EvalStore:
             elif "adapter_sha256" in saved or "adapter_sha256" in now:  # the contents decide, not the path
                 saved.pop("adapter", None)
                 now.pop("adapter", None)
+            if "system_prompt_sha256" in saved and "system_prompt_sha256" in now:  # a prompt file: its text decides
+                saved.pop("system_prompt", None)
+                now.pop("system_prompt", None)
             if saved != now:
                 reason = f"cannot resume run {name!r} in {self.dir}: {_what_changed(saved, now, spec.get('adapter'))}"
                 raise ResumeMismatch(f"{reason} (saved {self.runs[name]['spec']}, now {spec}); give the new settings "

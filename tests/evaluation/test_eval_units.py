@@ -261,6 +261,13 @@ def test_store_appends_reads_back_and_cuts_a_half_written_line(tmp_path):
     assert e.value.reason.endswith("so they came from another adapter")  # the digest was recorded on the upgrade
     with pytest.raises(ResumeMismatch, match="no adapter files at runs/a now"):
         again.add_run("old", {"kind": "adapter", "adapter": "runs/a"})
+    prompt = {"kind": "adapter", "system_prompt": "run/prompts/a.txt", "system_prompt_sha256": "89ab"}
+    again.add_run("prompted", prompt)
+    again.add_run("prompted", dict(prompt, system_prompt="copy/prompts/a.txt"))  # the same text in a copied folder
+    with pytest.raises(ResumeMismatch, match="settings changed: system_prompt_sha256"):
+        again.add_run("prompted", dict(prompt, system_prompt_sha256="cdef"))  # another text at the same path
+    with pytest.raises(ResumeMismatch, match="settings changed: system_prompt, system_prompt_sha256 "):
+        again.add_run("prompted", {"kind": "adapter", "system_prompt": "default"})  # a named variant: no digest
     path.write_text('{"task_index": 0, "sample_index": 0}\nnot json\n{"task_index": 1, "sample_index": 0}\n')
     with pytest.raises(DatasetError, match="line 2"):
         read_records(path)
