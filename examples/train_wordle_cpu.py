@@ -53,7 +53,9 @@ differences, rather than being reused for a table these flags did not make (``re
    stage (``mtrl_gym.memory.PeakMemory``). Memory freed by a stage is handed back to the OS
    before the next (``memory.release()``), and SFT and GRPO compute the update in micro-batches
    of at most ``--micro-batch-tokens`` tokens (default 1024): the knob that trades memory for
-   speed (activations take about 1 MB a token here).
+   speed (activations take about 1 MB a token here). ``--precision`` (default ``auto``:
+   bfloat16 where the CPU computes it natively, else float32) is the number format of SFT's
+   forward and backward and of every evaluation's weights; GRPO stays float32.
 """
 
 from __future__ import annotations
@@ -71,13 +73,14 @@ import numpy as np
 import mtrl_gym  # noqa: F401  (registers the environments)
 from mtrl_gym import memory
 from mtrl_gym.envs.wordle.play_metrics import LETTER_CLUES
-from mtrl_gym.evaluation import EvalConfig, ResumeMismatch, RunSpec, evaluate, read_records
+from mtrl_gym.evaluation import EvalConfig, ModelPool, ResumeMismatch, RunSpec, evaluate, read_records
 from mtrl_gym.evaluation.play_metrics import env_play_metrics
 from mtrl_gym.evaluation.serving import system_prompt_file
 from mtrl_gym.files import file_sha256, folder_sha256, write_text_atomic
 from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
 from mtrl_gym.trainers.grpo.config import GRPOConfig
 from mtrl_gym.trainers.grpo.data import load_task_splits
+from mtrl_gym.trainers.grpo.policy import native_bf16
 from mtrl_gym.trainers.grpo.trainer import GRPOTrainer
 from mtrl_gym.trainers.sft.config import SFTConfig
 from mtrl_gym.trainers.sft.trainer import SFTTrainer
@@ -143,6 +146,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-dictionary", dest="dictionary", action="store_false",
                    help="skip the two dictionary-decoding columns (base and SFT + GRPO restricted to allowed words)")
     p.add_argument("--tracker", default="none", choices=["none", "mlflow"], help="MLflow logging (default: none)")
+    p.add_argument("--precision", default="auto", choices=["auto", "float32", "bfloat16"],
+                   help="number format of SFT's forward and backward (autocast) and of every evaluation's weights: "
+                        "auto (the default) is bfloat16 where the CPU computes it natively (AVX512-BF16 or AMX; "
+                        "faster there, measured in docs/training.md), else float32. GRPO stays float32, so its "
+                        "sampler and its update share their numerics. Compared like any setting: give "
+                        "--precision float32 to continue an --out made before the flag existed")
     p.add_argument("--micro-batch-tokens", type=int, default=1024,
                    help="token positions per forward/backward pass of SFT and GRPO (default 1024): lower it to use "
                         "less memory, raise it for a little speed (about 1 MB a token)")
@@ -165,6 +174,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for key, value in (short if args.short else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.precision == "auto":
+        args.precision = "bfloat16" if native_bf16("cpu") else "float32"
     if args.short:
         args.eval_tasks = min(args.eval_tasks, 16)
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
@@ -321,7 +332,8 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
                        init_adapter=None if init_adapter is None else str(init_adapter),
                        lora={"rank": 16, "alpha": 32, "layers": 12},
                        learning_rate=args.sft_lr if learning_rate is None else learning_rate,
-                       optimizer={"warmup_steps": 3}, autocast_dtype=None, checkpoints={"save_every": 20},
+                       optimizer={"warmup_steps": 3}, checkpoints={"save_every": 20},
+                       autocast_dtype="bfloat16" if args.precision == "bfloat16" else None,
                        micro_batch_tokens=args.micro_batch_tokens)
     done = out / "summary.json"
     if reuse(out, _settings(config, "demos", "init_adapter"), [*demos, init_adapter]) and done.is_file() \
@@ -392,7 +404,8 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
                     "labels": demo.to_dict()}, [adapter]):
         return path
     name = "dagger" if relabel else "expert"
-    games(config, out / f"{name}-games", name, str(adapter), temperature, constrained=not relabel, tasks=rows)
+    games(config, out / f"{name}-games", name, str(adapter), temperature, constrained=not relabel,
+          precision=args.precision, tasks=rows)
     by_id = {row["id"]: row for row in rows}
     played = []
     for record in read_records(out / f"{name}-games" / "trajectories" / f"{name}.jsonl"):
@@ -428,10 +441,11 @@ def reinforce(config: GRPOConfig) -> tuple[Path, dict]:
 
 
 def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, temperature: float,
-          constrained: bool = False, **tasks) -> dict:
+          constrained: bool = False, *, precision: str, **tasks) -> dict:
     """Full 6-guess games served like training (``constrained``: dictionary decoding, a policy
     of its own) on ``tasks`` (``split=``/``limit=`` or ``tasks=`` rows of
-    :func:`mtrl_gym.evaluation.evaluate`), scored by the bare env's play metrics."""
+    :func:`mtrl_gym.evaluation.evaluate`), the weights in ``precision`` (``float32``: the
+    checkpoint's), scored by the bare env's play metrics."""
     prompt = config.env_wrappers[0]["kwargs"]  # a file, so the folder's record knows the prompt by its digest
     spec = RunSpec(name, model=config.model, adapter=adapter,
                    serving=config.serving.replace(temperature=temperature, constrained=constrained,
@@ -440,7 +454,8 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     started = time.monotonic()
     try:  # resumes the folder's evaluation only if its run, adapter (by content), tasks and seeds are these
         result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
-                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16))
+                          config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16),
+                          pool=ModelPool(dtype=None if precision == "float32" else precision))
     except ResumeMismatch as e:
         sys.exit(f"{e.reason}. Reusing it would print a table these flags did not make: {_REDO.format(out)}")
     row = result.run(name)
@@ -452,14 +467,15 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
 
 
 def serving_temperature(config: GRPOConfig, out: Path, adapter: str, words: int,
-                        temperatures: list[float]) -> tuple[float, dict[str, dict]]:
+                        temperatures: list[float], precision: str) -> tuple[float, dict[str, dict]]:
     """The serving temperature to recommend for ``adapter``, chosen on the last ``words``
     *training* words (never the validation split): the most new real words a turn (a repeat
     or a non-word does not count), the higher temperature on a tie."""
     train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
                                 val_size=config.val_size, split_seed=config.split_seed)
     rows = train[-words:]
-    trials = {f"{t:g}": games(config, out / f"T{t:g}", f"T{t:g}", adapter, t, tasks=rows) for t in temperatures}
+    trials = {f"{t:g}": games(config, out / f"T{t:g}", f"T{t:g}", adapter, t, precision=precision, tasks=rows)
+              for t in temperatures}
     best = max(temperatures, key=lambda t: (trials[f"{t:g}"]["new_word_rate"], t))
     return best, trials
 
@@ -514,6 +530,7 @@ def main() -> None:
     if args.recap:
         preset = with_recap(preset)
 
+    print(f"precision: {args.precision} (SFT and the evaluations; GRPO float32)", flush=True)
     peaks = memory.PeakMemory()  # the peak resident memory of each stage
     with peaks("demonstrations"):
         demos = demonstrations(preset, out, args)
@@ -561,7 +578,8 @@ def main() -> None:
         with peaks("temperature"):
             temperature, trials = serving_temperature(config, out / "temperature", str(grpo_adapter),
                                                       args.temperature_words,
-                                                      [float(t) for t in args.temperatures.split(",")])
+                                                      [float(t) for t in args.temperatures.split(",")],
+                                                      args.precision)
         memory.release()
         print(f"serving temperature: {temperature:g}, chosen on {args.temperature_words} training words (new "
               "real words a turn: " + ", ".join(f"{t}: {m['new_word_rate']:.1%}" for t, m in trials.items()) + ")",
@@ -588,7 +606,7 @@ def main() -> None:
             folder = out / (f"eval-{slug}" if t == 1.0 else f"eval-T{t:g}-{slug}")
             with peaks(f"eval {name}, T={t:g}"):
                 columns[name] = games(config, folder, slug, adapter, t, constrained, split="val",
-                                      limit=args.eval_tasks)
+                                      limit=args.eval_tasks, precision=args.precision)
             memory.release()
             m = columns[name]
             print(f"{name} (T={t:g}): valid {m['valid_word_rate']:.1%}, new {m['new_word_rate']:.1%}, consistent "
@@ -598,7 +616,8 @@ def main() -> None:
         table(columns, f"held out, T={t}" + (" (recommended)" if float(t) == temperature else "")) for t, columns in tables.items())
     print(report)
     print("peak resident memory per stage:\n  " + peaks.table().replace("\n", "\n  "))
-    results = {"serving_temperature": temperature, "temperature_trials": trials, "tables": tables,
+    results = {"precision": args.precision, "serving_temperature": temperature, "temperature_trials": trials,
+               "tables": tables,
                "peak_rss_mib": peaks.mb, "sft": sft_summary, "grpo": {k: grpo_summary[k] for k in ("steps", "seconds")},
                "train_minutes": (sft_summary["seconds"] + grpo_seconds) / 60,
                "total_minutes_this_call": (time.monotonic() - t0) / 60, "config": config.to_dict()}

@@ -3,12 +3,13 @@ serving temperature chosen on training words, and the held-out table's intervals
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 
-def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe):
+def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe, monkeypatch):
     short = recipe.parse_args(["--short"])
     assert (short.sft_steps, short.sft_lr, short.eval_tasks, short.sft_minutes) == (40, 2e-3, 16, None)
     assert (short.demos, short.lexicon, short.boards, short.temperature_words) == (160, 320, 320, 16)
@@ -20,6 +21,12 @@ def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe):
     given = recipe.parse_args(["--short", "--sft-steps", "10", "--sft-lr", "1e-3", "--grpo-steps", "8",
                                "--demos", "64"])  # a flag given is not overridden
     assert (given.sft_steps, given.sft_lr, given.grpo_steps, given.demos) == (10, 1e-3, 8, 64)
+    # --precision auto is settled once, from the CPU, so every stage's record names the format it really used
+    for native, settled in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(recipe, "native_bf16", lambda device, native=native: native)
+        assert recipe.parse_args([]).precision == recipe.parse_args(["--short"]).precision == settled
+        for given in ("float32", "bfloat16"):
+            assert recipe.parse_args(["--precision", given]).precision == given
 
 
 def test_the_short_version_writes_words_and_the_recipe_spells(recipe, monkeypatch, tmp_path, chatml_tokenizer):
@@ -116,11 +123,12 @@ def test_the_temperature_is_chosen_on_training_words_by_new_real_words(recipe, m
     seen = []
 
     def fake_games(config, out, name, adapter, temperature, constrained=False, **tasks):
+        assert tasks["precision"] == "float32"  # the trial plays in the run's number format
         seen.append(tasks["tasks"])
         return {"new_word_rate": rates[temperature]}
 
     monkeypatch.setattr(recipe, "games", fake_games)
-    best, trials = recipe.serving_temperature(config, Path("unused"), "adapter", 16, list(rates))
+    best, trials = recipe.serving_temperature(config, Path("unused"), "adapter", 16, list(rates), "float32")
     assert best == 0.5 and set(trials) == {"0.3", "0.5", "0.7", "1"}
     words = {row["answer"] for row in seen[0]}
     assert seen[0] == train[-16:] and not words & {row["answer"] for row in val}
@@ -166,6 +174,7 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
 
     def fake_games(config, out, name, adapter, temperature, constrained=False, **tasks):
         played.append((temperature, constrained, tasks["tasks"]))
+        assert tasks["precision"] == args.precision  # the second round's games in the run's number format
         (out / "trajectories").mkdir(parents=True)
         lines = []
         for i, row in enumerate(tasks["tasks"]):
@@ -185,7 +194,8 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
 
     monkeypatch.setattr(recipe, "games", fake_games)
     monkeypatch.setattr(demos_module, "learner_demos", fake_learner_demos)
-    args = recipe.parse_args(["--short", "--dagger" if relabel else "--expert-iteration", "24"])
+    args = recipe.parse_args(["--short", "--dagger" if relabel else "--expert-iteration", "24", "--precision",
+                              "bfloat16"])
     adapter = tmp_path / "sft" / "adapter"
     adapter.mkdir(parents=True)
     (adapter / "adapter_model.safetensors").write_text("weights")
@@ -245,16 +255,25 @@ def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(reci
     monkeypatch.setattr(recipe, "supervised", fake_supervised)
     monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
                                                              {"steps": 2, "seconds": {"step": 30.0}}))
-    monkeypatch.setattr(recipe, "games", lambda *a, **k: {**metrics, "eval_seconds": 1.0})
+    formats = []
+
+    def fake_games(*a, precision, **k):
+        formats.append(precision)
+        return {**metrics, "eval_seconds": 1.0}
+
+    monkeypatch.setattr(recipe, "games", fake_games)
     monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", "--short", "--spelling", "3", "--spelling-lr", "5e-3",
-                                      "--serving-temperature", "0.5", "--no-dictionary", "--out", str(tmp_path)])
+                                      "--serving-temperature", "0.5", "--no-dictionary", "--out", str(tmp_path),
+                                      "--precision", "bfloat16"])
     recipe.main()
+    assert formats == ["bfloat16"] * 6  # base, SFT, SFT + GRPO at 0.5 and at 1.0
     assert calls == [(["spelling.jsonl"], "sft-spelling", None, 3, 5e-3),
                      (["demos.jsonl"], "sft", tmp_path / "sft-spelling" / "adapter", None, None)]
     import json
 
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["sft"]["spelling"]["steps"] == 3 and results["sft"]["seconds"] == 120.0
+    assert results["precision"] == "bfloat16"
     for wrong in (["--spelling", "-1"], ["--spelling-lr", "5e-3"]):  # a drill's rate without a drill does nothing
         with pytest.raises(SystemExit):
             recipe.parse_args(wrong)
@@ -310,11 +329,12 @@ def test_a_stage_made_with_other_settings_or_inputs_is_not_reused(recipe, tmp_pa
 def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(recipe, monkeypatch, tmp_path):
     import json
 
-    trained, resumed = [], []
+    trained, resumed, configs = [], [], []
 
     class FakeTrainer:  # writes what SFTTrainer and GRPOTrainer leave behind, weights from the learning rate
         def __init__(self, config, resume=None):
             self.config = config
+            configs.append(config)
             trained.append(Path(config.output_dir).name)
             resumed.append(resume)
 
@@ -340,6 +360,11 @@ def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(r
     args = recipe.parse_args(["--short"])
     adapter, _ = recipe.supervised([demos], tmp_path / "sft", args)
     assert recipe.supervised([demos], tmp_path / "sft", args)[0] == adapter and trained == ["sft"]  # reused
+    # SFT runs in the flags' number format, and a folder made in the other one is not continued
+    assert configs[0].autocast_dtype == {"bfloat16": "bfloat16", "float32": None}[args.precision]
+    other = "float32" if args.precision == "bfloat16" else "bfloat16"
+    with pytest.raises(SystemExit, match=r"autocast_dtype: .*->"):
+        recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--precision", other]))
     with pytest.raises(SystemExit, match=r"learning_rate: 0.002 -> 0.001"):
         recipe.supervised([demos], tmp_path / "sft", recipe.parse_args(["--short", "--sft-lr", "1e-3"]))
     with pytest.raises(SystemExit, match=r"max_steps: 40 -> 60"):
@@ -386,6 +411,8 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
     demos = recipe.demonstrations(preset, tmp_path, args)
     adapter, summary = recipe.supervised(demos, tmp_path / "sft", args)
     assert summary["steps"] == 1 and (adapter / "adapter_model.safetensors").is_file()
+    autocast = json.loads((tmp_path / "sft" / "stage.json").read_text())["settings"]["autocast_dtype"]
+    assert autocast == {"bfloat16": "bfloat16", "float32": None}[args.precision]
 
     def no_training(*a, **k):
         raise AssertionError("a finished stage was trained again")
@@ -405,11 +432,17 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
     config = GRPOConfig.load("cpu-sft", overrides=["max_steps=1"])
     train, _ = load_task_splits(config.env, None, None, train_size=config.train_size, val_size=config.val_size,
                                 split_seed=config.split_seed)
-    column = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
-    again = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
-    assert column["turns"] >= 1 and (again["turns"], again["valid_words"]) == (column["turns"], column["valid_words"])
-    recap = recipe.games(recipe.with_recap(config), tmp_path / "eval-T1-sft-recap", "sft", str(adapter), 1.0,
+    column = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, precision="float32",
+                          tasks=train[-1:])
+    again = recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, precision="float32",
                          tasks=train[-1:])
+    assert column["turns"] >= 1 and (again["turns"], again["valid_words"]) == (column["turns"], column["valid_words"])
+    # the folder's record knows the weights' number format: a bfloat16 column never continues a float32 one
+    with pytest.raises(SystemExit, match=r"settings changed: dtype\. Reusing it would print a table"):
+        recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, precision="bfloat16",
+                     tasks=train[-1:])
+    recap = recipe.games(recipe.with_recap(config), tmp_path / "eval-T1-sft-recap", "sft", str(adapter), 1.0,
+                         precision="bfloat16", tasks=train[-1:])
     record = recipe.read_records(tmp_path / "eval-T1-sft-recap" / "trajectories" / "sft.jsonl")[0]
     prompts = [m["content"] for m in record["messages"] if m["role"] == "user"]
     assert recap["turns"] >= 1 and prompts[0].splitlines()[-1] == "Recap: gray -; yellow -; green _ _ _ _ _"
@@ -420,7 +453,8 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
     # The folder's record knows the system prompt too: the same adapter asked for words is another run.
     with pytest.raises(SystemExit, match=r"system_prompt.*Reusing it would print a table these flags did not make"):
         recipe.games(recipe.with_guess_form(config, "word"), tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0,
-                     tasks=train[-1:])
+                     precision="float32", tasks=train[-1:])
     with pytest.raises(SystemExit, match=r"the adapter's files changed since its episodes were played.*"
                                          r"Reusing it would print a table these flags did not make: .*delete .*eval-T1-sft"):
-        recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, tasks=train[-1:])
+        recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, precision="float32",
+                     tasks=train[-1:])

@@ -305,6 +305,19 @@ class ModelPool:
             self._models[key] = (model, tokenizer)
         return self._models[key]
 
+    def numerics(self, spec: RunSpec) -> dict[str, str]:
+        """How a model or adapter run computes, where this pool differs from the default
+        (``backend`` other than ``hf``, a ``dtype``): recorded with the run, so that a resumed
+        evaluation never mixes, e.g., float32 and bfloat16 episodes. Empty for other runs and
+        for the default pool (the record evaluations had before these fields existed)."""
+        if spec.kind not in ("model", "adapter"):
+            return {}
+        out = {"backend": self.backend} if self.backend != "hf" else {}
+        dtype = self.vllm_kwargs.get("dtype") if self.dtype is None and self.backend == "vllm" else self.dtype
+        if dtype is not None:  # as given: an explicit float32 is recorded, the checkpoint's own dtype is not
+            out["dtype"] = str(dtype).removeprefix("torch.")
+        return out
+
     def key(self, spec: RunSpec) -> tuple[str, str | None] | None:
         """What a run loads: ``(base model, adapter)``, or ``None`` for runs that load nothing."""
         return (self.base_of(spec), spec.adapter) if spec.kind in ("model", "adapter") else None

@@ -290,7 +290,8 @@ def evaluate(env_id: str, runs: Sequence[RunSpec], *, tasks: Any = None, split: 
     header = {"env_id": env_id, "tasks": {"count": len(rows), "digest": tasks_digest(rows)},
               "config": config.fingerprint()}
     store = EvalStore(out_dir if out_dir is not None else default_out_dir(), header, resume=resume)
-    described = {spec.name: spec.describe() for spec in runs}  # once: an adapter's digest reads its weights
+    # once: an adapter's digest reads its weights; the pool's backend and dtype go with each model run
+    described = {spec.name: {**spec.describe(), **pool.numerics(spec)} for spec in runs}
     for name, spec_dict in described.items():
         store.add_run(name, spec_dict)
     order = _execution_order(runs, pool)

@@ -250,3 +250,30 @@ def test_resume_knows_an_adapter_by_its_files_not_its_path(tmp_path, base_dir, c
     spec = RunSpec("trained:0.0", model=str(base_dir), adapter=str(adapter), serving={"temperature": 0.0})
     assert spec.describe()["adapter_sha256"] != saved["adapter_sha256"]
     assert "adapter_sha256" not in RunSpec("t", model="m", adapter=str(tmp_path / "nowhere")).describe()
+
+
+def test_resume_refuses_another_dtype_so_one_run_never_mixes_numerics(tmp_path, base_dir, capsys):
+    """The pool's dtype is part of a model run's record: a bfloat16 resume of a float32
+    evaluation is refused (nothing is appended), the same dtype resumes, and a default pool
+    records nothing (the record older evaluations resume against)."""
+    from mtrl_gym.cli import main
+
+    out = tmp_path / "eval"
+    argv = ["eval", "mtrl/Wordle-v0", "--model", str(base_dir), "--runs", "base:0", "--split", "val", "--limit", "2",
+            "-n", "1", "--max-turns", "1", "--max-tokens", "4", "--out", str(out), "--no-mlflow", "--quiet"]
+    assert main([*argv, "--dtype", "float32"]) == 0
+    spec = json.loads((out / "eval_config.json").read_text())["runs"]["base:0.0"]["spec"]
+    assert spec["dtype"] == "float32" and "backend" not in spec
+    assert json.loads((out / "summary.json").read_text())["runs"]["base:0.0"]["spec"]["dtype"] == "float32"
+    played = (out / "trajectories" / "base_0.0.jsonl").read_text()
+    assert main([*argv, "--dtype", "bfloat16", "--resume"]) == 2
+    assert f"cannot resume run 'base:0.0' in {out}: its settings changed: dtype" in capsys.readouterr().err
+    assert main([*argv, "--dtype", "float32", "--resume"]) == 0
+    assert (out / "trajectories" / "base_0.0.jsonl").read_text() == played
+    pool = ModelPool()
+    assert pool.numerics(RunSpec("b", model="m")) == {}
+    assert ModelPool(dtype="torch.bfloat16").numerics(RunSpec("b", model="m")) == {"dtype": "bfloat16"}
+    assert ModelPool(backend="vllm").numerics(RunSpec("b", model="m", adapter="a")) == {"backend": "vllm"}
+    assert ModelPool(backend="vllm", vllm_kwargs={"dtype": "float16"}).numerics(RunSpec("b", model="m")) == \
+        {"backend": "vllm", "dtype": "float16"}
+    assert ModelPool(dtype="bfloat16").numerics(RunSpec("s", policy="solver")) == {}
