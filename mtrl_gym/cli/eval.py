@@ -173,15 +173,24 @@ def _wrappers_given(values: list[str] | None) -> list[dict] | None:
     return [view_wrapper_spec(wrapper_arg(v), where="--wrapper") for v in values]
 
 
-def _inherited(adapter: str, out_dir: str | None, log) -> dict | None:
+def _inherited(adapter: str, out_dir: str | None, log, given: dict) -> dict | None:
     """The serving settings of the run that trained ``adapter`` as RunSpec fields, or None.
 
-    A system prompt text is saved under ``out_dir`` (default: the temporary folder)."""
+    A system prompt text is saved under ``out_dir`` (default: the temporary folder). Settings
+    that cannot be read are an error, unless ``given`` (the flags) sets every one of them."""
     import tempfile
 
+    from mtrl_gym.error import ConfigError
     from mtrl_gym.evaluation.serving import system_prompt_file, training_serving
 
-    found = training_serving(adapter)
+    try:
+        found = training_serving(adapter)
+    except ConfigError as e:
+        missing = [_FLAGS[k] for k in _SERVING_DEFAULTS if k not in given]
+        if missing:
+            raise ConfigError(f"{e} (here: {', '.join(missing)})") from None
+        log(f"the serving settings of {adapter}'s training run were not read ({e}); every one is given as a flag")
+        return None
     if found is None:
         return None
     settings, path = found
@@ -229,7 +238,7 @@ def build_runs(args, out_dir: str | None = None, log=None):
     trained: dict[str, dict] = {}
     for label, src in _named(args.adapter, "trained", "adapter").items():
         sources[label] = {**src, **({"model": args.model} if args.model else {})}
-        inherited = _inherited(src["adapter"], out_dir, log)
+        inherited = _inherited(src["adapter"], out_dir, log, given)
         if inherited is not None:
             trained[label] = inherited
             for field, was, now in differences(inherited, given):

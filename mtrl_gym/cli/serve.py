@@ -4,11 +4,18 @@ Examples::
 
     # the embedded SmolLM2 on CPU, on port 8000
     mtrl-gym serve --model smollm2-135m --port 8000
-    # a trained LoRA adapter on top of it
+    # a trained LoRA adapter on top of it, served as it was trained (format prefill, stop, max tokens)
     mtrl-gym serve --model smollm2-135m --adapter runs/grpo/checkpoints/step_000040/adapter
     # in front of an upstream vLLM server (its tokenizer renders the chat template here)
     mtrl-gym serve --model Qwen/Qwen2.5-0.5B-Instruct --sampler openai \\
         --sampler-kwargs '{"base_url": "http://127.0.0.1:8001"}'
+
+An adapter written by ``mtrl-gym train`` (or the example recipes) is served with the format
+prefill, stop strings and turn length of its training run (``--assistant-prefix``, ``--stop``
+and ``--max-new-tokens`` override them): every chat turn starts with the prefill, so a model
+trained to continue ``<tool_call>{"name": "guess_word", ...`` answers with native
+``tool_calls``. What the model read, its system prompt, tool schemas and observation
+wrappers, is the client's to send; the server prints what the training run used.
 
 Every request needs the server's key as ``Authorization: Bearer <key>`` (the OpenAI
 client's ``api_key``): ``--api-key``, else ``$MTRL_GYM_API_KEY``, else a random key printed
@@ -45,7 +52,12 @@ def register(sub) -> None:
     p.add_argument("--public-url", default=None, metavar="URL", help="the address clients reach the server at, "
                    "for the base_url of new sessions (default: http://HOST:PORT)")
     p.add_argument("--served-model-name", default=None, help="model id clients send (default: --model)")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="default max_tokens (default: %(default)s)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="default max_tokens (default: the adapter's "
+                   "training setting, else 256)")
+    p.add_argument("--assistant-prefix", default=None, metavar="TEXT", help="text every chat turn starts with (a "
+                   "format prefill; default: the adapter's training setting, else none; '' for none)")
+    p.add_argument("--stop", action="append", default=None, metavar="TEXT", help="stop string added to every "
+                   "request's (repeatable; default: the adapter's training setting, else none; none for none)")
     p.add_argument("--max-context-tokens", type=int, default=None, help="context limit of a session "
                    "(default: the model's)")
     p.add_argument("--seed", type=int, default=0, help="base of the seeds of requests without one")
@@ -84,7 +96,48 @@ def build_sampler(args):
     return make_sampler(args.sampler, tokenizer=tokenizer, model_name=args.model, seed=args.seed, **kwargs), tokenizer
 
 
-def serve_config(args):
+def adapter_serving(args, log=None) -> dict:
+    """``{"max_new_tokens", "assistant_prefix", "stop"}``: the flags, else the adapter's
+    training run's settings, else the defaults. What the client must send (system prompt,
+    tool schemas, observation wrappers) is reported through ``log``."""
+    from mtrl_gym.error import ConfigError
+
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    stop = None if args.stop is None else () if [s.strip().lower() for s in args.stop] == ["none"] else tuple(args.stop)
+    given = {"max_new_tokens": args.max_new_tokens, "assistant_prefix": args.assistant_prefix, "stop": stop}
+    given = {k: v for k, v in given.items() if v is not None}
+    out = {"max_new_tokens": 256, "assistant_prefix": "", "stop": ()}
+    if args.adapter:
+        from mtrl_gym.evaluation.serving import training_serving
+
+        try:
+            found = training_serving(args.adapter)
+        except ConfigError as e:
+            if len(given) < len(out):
+                raise ConfigError(f"{e} (here: --assistant-prefix, --stop and --max-new-tokens, all three)") from None
+            log(f"mtrl-gym serve: the training run's serving settings were not read ({e}); serving the flags'")
+            found = False
+        if found is None:
+            log(f"mtrl-gym serve: {args.adapter} has no training run beside it (config.yaml); serving without a "
+                "format prefill or stop strings unless --assistant-prefix / --stop say otherwise")
+        elif found:
+            trained, path = found
+            out.update({k: trained[k] for k in out})
+            text, wrappers = trained["system_prompt_text"], trained["wrappers"]
+            prompt = "the env's" if text is None else "none" if text == "" else f"its own ({len(text)} characters)"
+            log(f"mtrl-gym serve: serving settings of {args.adapter} from its training run ({path}): format prefill "
+                f"{out['assistant_prefix']!r}, stop {list(out['stop'])}, max tokens {out['max_new_tokens']}. It was "
+                f"trained reading: system prompt {prompt}, tool schemas {'on' if trained['tools'] else 'off'}, "
+                f"wrappers {', '.join(w['name'] for w in wrappers) or 'none'}; clients send those themselves")
+            for field, value in given.items():
+                if value != out[field]:
+                    log(f"mtrl-gym serve: --{field.replace('_', '-')} {value!r} overrides the training run's "
+                        f"{out[field]!r}")
+    out.update(given)
+    return out
+
+
+def serve_config(args, log=None):
     """The :class:`~mtrl_gym.serve.service.ServeConfig` of the command line; refuses
     ``--no-api-key`` on a host other than loopback before any model loads."""
     from mtrl_gym.error import ConfigError
@@ -98,7 +151,7 @@ def serve_config(args):
         raise ConfigError(f"--no-api-key is refused with --host {args.host}: anyone who reaches the port could "
                           "sample, read sessions and reload weights. Drop --no-api-key (a key is drawn and printed) "
                           "or bind 127.0.0.1")
-    return ServeConfig(model_name=args.served_model_name or args.model, max_new_tokens=args.max_new_tokens,
+    return ServeConfig(model_name=args.served_model_name or args.model, **adapter_serving(args, log),
                        max_context_tokens=args.max_context_tokens, seed=args.seed, api_key=key,
                        require_api_key=not args.no_api_key)
 

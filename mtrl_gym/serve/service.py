@@ -14,7 +14,10 @@ Sampling settings. By default a request's ``temperature``, ``top_p``, ``top_k``,
 ``ServeConfig.max_new_tokens``). A trainer sets ``ServeConfig.sampling``: its
 temperature, top-p and top-k then replace the request's (the update computes log-probs
 with the same temperature), its ``max_new_tokens`` caps the request's and its stop
-strings are added. A request without a seed gets one derived from the server seed, the
+strings are added. ``ServeConfig.stop`` is added to every request's stop strings, and
+``ServeConfig.assistant_prefix`` starts every chat turn (a format prefill: see
+:mod:`~mtrl_gym.serve.sessions`); ``mtrl-gym serve --adapter`` sets both from the adapter's
+training run. A request without a seed gets one derived from the server seed, the
 session's creation number and seed and the turn number, so a rerun that creates its
 sessions in the same order samples the same tokens.
 
@@ -75,6 +78,13 @@ class ServeConfig:
     """The model id clients send (``GET /v1/models`` lists it); any other id is a 404."""
     max_new_tokens: int = 256
     """Default ``max_tokens`` of a request that sets none."""
+    assistant_prefix: str = ""
+    """Text every chat turn starts with (a format prefill, as the model was trained): written
+    after the generation prompt, its tokens are context, and the reply's text starts with it
+    (so a prefill that opens a tool call comes back as ``tool_calls``). ``/v1/completions``
+    prompts are the client's own and get none."""
+    stop: tuple[str, ...] = ()
+    """Stop strings added to every request's (the completing token is kept)."""
     max_context_tokens: int | None = None
     """Most tokens of a session's context (prompt + sampled); ``None``: the sampler's
     context length. A request whose prompt leaves no room is a 400 ``context_length_exceeded``."""
@@ -109,6 +119,11 @@ class ServeConfig:
             raise ConfigError(f"`model_name` must be a non-empty string, got {self.model_name!r}")
         if self.max_new_tokens < 1:
             raise ConfigError(f"`max_new_tokens` must be >= 1, got {self.max_new_tokens!r}")
+        if not isinstance(self.assistant_prefix, str):
+            raise ConfigError(f"`assistant_prefix` must be a string, got {type(self.assistant_prefix).__name__}")
+        self.stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        if any(not isinstance(x, str) or not x for x in self.stop):
+            raise ConfigError(f"`stop` must be non-empty strings, got {list(self.stop)!r}")
         if self.max_context_tokens is not None and self.max_context_tokens < 2:
             raise ConfigError(f"`max_context_tokens` must be >= 2 or None, got {self.max_context_tokens!r}")
         if not (self.gather_s >= 0 and math.isfinite(self.gather_s)):
@@ -161,7 +176,7 @@ class PolicyService:
             ends.add(int(tokenizer.eos_token_id))
         self.renderer = ChatRenderer(tokenizer, tools_in_template=self.config.tools_in_template,
                                      end_token_ids=sorted(ends))
-        self.capture = ChatCapture(self.renderer)
+        self.capture = ChatCapture(self.renderer, self.config.assistant_prefix)
         self._sessions: dict[str, Session] = {}
         self._keys: dict[str, str] = {}  # session key -> session id
         self._closed: OrderedDict[str, float] = OrderedDict()  # closed session id -> when, oldest first
@@ -363,19 +378,19 @@ class PolicyService:
                            "so no token can be sampled. Shorten the conversation.", param="messages",
                            code="context_length_exceeded")
         forced = self.config.sampling
+        stop = tuple(dict.fromkeys((*self.config.stop, *(forced.stop if forced is not None else ()), *req.stop)))
         seed = req.seed
         if seed is None and session is not None:
             seed = int(np.random.SeedSequence([self.config.seed, session.number, session.seed,
                                                session.num_turns]).generate_state(1)[0])
         if forced is not None:
             cap = min(req.max_tokens or forced.max_new_tokens, forced.max_new_tokens, room)
-            return dataclasses.replace(forced, max_new_tokens=cap, stop=tuple(forced.stop) + tuple(req.stop),
-                                       seed=seed)
+            return dataclasses.replace(forced, max_new_tokens=cap, stop=stop, seed=seed)
         try:
             return SamplingParams(temperature=1.0 if req.temperature is None else req.temperature,
                                   top_p=1.0 if req.top_p is None else req.top_p, top_k=max(req.top_k or 0, 0),
                                   max_new_tokens=min(req.max_tokens or self.config.max_new_tokens, room),
-                                  stop=req.stop, seed=seed)
+                                  stop=stop, seed=seed)
         except ConfigError as e:
             raise ApiError(str(e)) from None
 
@@ -407,6 +422,7 @@ class PolicyService:
         try:
             _check_result(result)
             content, _ = self.renderer.split_assistant(result.token_ids)
+            content = self.capture.assistant_prefix + content
             turn_no = session.num_turns if session is not None else 0
             # A turn cut off by max_tokens returns no tool calls: a call in it may be cut too.
             choice = "none" if result.finish_reason == "length" else req.tool_choice

@@ -20,6 +20,11 @@ elsewhere) next to the messages the client is expected to send back:
 The client's view of an assistant turn is OpenAI-shaped: ``content`` is the model's text
 outside its tool calls and ``tool_calls`` hold the calls :mod:`mtrl_gym.parsing` found.
 The segment keeps the raw sampled text, which is what the template renders next turn.
+
+A format prefill (``ChatCapture(assistant_prefix=...)``, the serving setting a model was
+trained with) is written after the generation prompt of every chat turn, as the rollout
+engine writes it: its tokens are context (``loss_mask`` 0), and the turn's text, which the
+client sees and sends back, is the prefill followed by the sampled text.
 """
 
 from __future__ import annotations
@@ -194,8 +199,10 @@ class PreparedTurn:
 class ChatCapture:
     """Renders chat requests into a session's segments with a policy's chat template."""
 
-    def __init__(self, renderer: ChatRenderer):
+    def __init__(self, renderer: ChatRenderer, assistant_prefix: str = ""):
         self.renderer = renderer
+        self.assistant_prefix = assistant_prefix
+        self._prefix_ids = renderer.encode(assistant_prefix) if assistant_prefix else []
 
     # ---------------------------------------------------------------- messages
 
@@ -261,7 +268,7 @@ class ChatCapture:
                     delta = self._extension(segment, new)
                 except Exception as e:  # noqa: BLE001
                     raise self._render_error(messages, e) from None
-            return PreparedTurn(segment, False, delta, new, keys[n:])
+            return PreparedTurn(segment, False, delta + self._prefix_ids, new, keys[n:])
         names: dict[str, str] = {}
         for m in messages:
             for c in m.get("tool_calls") or ():
@@ -277,7 +284,7 @@ class ChatCapture:
                 raise self._render_error(messages, e) from None
         seg = Segment(index=next_index, mode="chat", tools=json_safe(list(tools)), tools_key=tools_key,
                       call_names=names)
-        return PreparedTurn(seg, True, ids, canon, keys)
+        return PreparedTurn(seg, True, ids + self._prefix_ids, canon, keys)
 
     def _first(self, canon: list[dict[str, Any]], tools) -> list[int]:
         if canon[-1]["role"] == "assistant":
@@ -314,8 +321,8 @@ class ChatCapture:
         """Record a sampled turn (``reply``/``key`` from :func:`assistant_reply`)."""
         seg = turn.segment
         seg.append(turn.delta_ids, sampled=False)
-        if turn.new_segment:
-            seg.prompt_length = len(turn.delta_ids)
+        if turn.new_segment:  # the first prompt, as the rollout engine counts it: without the prefill
+            seg.prompt_length = len(turn.delta_ids) - (len(self._prefix_ids) if seg.mode == "chat" else 0)
         start = len(seg.token_ids)
         seg.append(token_ids, sampled=True, logprobs=logprobs)
         seg.turn_spans.append((start, len(seg.token_ids)))
@@ -328,6 +335,7 @@ class ChatCapture:
         content, seg.end_text = self.renderer.split_assistant(token_ids)
         if seg.mode != "chat":
             return
+        content = self.assistant_prefix + content
         seg.messages.extend(turn.new_messages)
         seg.messages.append({"role": "assistant", "content": content})
         seg.keys.extend(turn.new_keys)

@@ -145,3 +145,16 @@ def test_an_unreadable_training_config_is_a_clear_error(tmp_path):
     (tmp_path / "config.yaml").write_text("a: [unclosed\n")
     with pytest.raises(ConfigError, match="is not valid YAML"):
         training_serving(tmp_path / "adapter")
+
+
+def test_unreadable_training_settings_need_every_serving_flag_and_then_are_not_read(tmp_path):
+    adapter = tmp_path / "run" / "checkpoints" / "step_000001" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter.parent / "config.yaml").write_text("serving: {wrappers: [my_pkg.missing:Wrapper]}\n")
+    with pytest.raises(ConfigError, match=r"not valid .*\(here: --system-prompt, --tools/--no-tools, --wrapper\)"):
+        _cli_runs("--model", "m", "--adapter", str(adapter), "--max-tokens", "6", "--assistant-prefix", "G: ",
+                  "--stop", '"')
+    runs, log = _cli_runs("--model", "m", "--adapter", str(adapter), "--max-tokens", "6", "--assistant-prefix", "G: ",
+                          "--stop", '"', "--system-prompt", "none", "--no-tools", "--wrapper", "none")
+    assert (runs[1].serving.max_new_tokens, runs[1].serving.assistant_prefix, runs[1].serving.stop) == (6, "G: ", ['"'])
+    assert "were not read" in log and "every one is given as a flag" in log

@@ -54,6 +54,38 @@ def test_multi_turn_tool_calls_match_the_rollout_engine(serve, kit, tiny_model, 
     assert seg.tool_calls == 3
 
 
+PREFIX = '<tool_call>{"name": "guess_word", "arguments": {"guess": "'
+
+
+def test_a_format_prefill_is_written_as_the_engine_writes_it_and_comes_back_as_tool_calls(
+        serve, kit, tiny_model, chatml_tokenizer):
+    """A model trained to continue a prefill (the cpu preset's) is served with it: the prefill's
+    tokens are context before every turn, as in the rollout engine, and the client gets the
+    whole call back as native ``tool_calls`` and sends it back as such, one segment throughout."""
+    replies = ['crane"}}</tool_call>', 'slate"', 'paste"}}']  # the second and third stop where `stop: ['"']` would
+    engine = collect("mtrl/Wordle-v0", [TASK], kit.ForcedSampler(tiny_model, chatml_tokenizer, replies),
+                     chatml_tokenizer, seed=5, sampling=SamplingParams(max_new_tokens=64), assistant_prefix=PREFIX)[0]
+    assert engine.terminated and engine.num_turns == 3 and not engine.failed and engine.reward > 0
+
+    server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, replies), chatml_tokenizer,
+                   assistant_prefix=PREFIX, stop=('"',))
+    session = server.service.create_session()
+    reward = kit.play(server.session_url(session.id), session.key, gymnasium.make("mtrl/Wordle-v0"), seed=5,
+                      task=TASK)
+    seg = _segment(server, session.id)
+    assert reward == pytest.approx(engine.reward)
+    ids, mask, logprobs = _upto_last_turn(engine)
+    assert seg.token_ids == ids and seg.loss_mask == mask and seg.logprobs == logprobs
+    assert seg.turn_spans == engine.turn_spans and seg.prompt_length == engine.prompt_length
+    prefix_ids = chatml_tokenizer.encode(PREFIX, add_special_tokens=False)
+    for start, _ in seg.turn_spans:  # the prefill sits right before every sampled turn, untrained
+        assert seg.token_ids[start - len(prefix_ids):start] == prefix_ids
+        assert set(seg.loss_mask[start - len(prefix_ids):start]) == {0}
+    assert seg.tool_calls == 3 and seg.format_errors == 0
+    assert [m["content"] for m in seg.messages] == [m["content"] for m in engine.messages][:len(seg.messages)]
+    assert server.service.config.stop == ('"',)
+
+
 def test_sampled_tokens_match_the_engine_with_the_same_sampler_and_seeds(serve, kit, tiny_model, chatml_tokenizer):
     task = {"id": "v", "turns": 3}
     params = SamplingParams(temperature=1.0, max_new_tokens=12)

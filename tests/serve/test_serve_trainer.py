@@ -46,6 +46,9 @@ AGENTS = textwrap.dedent('''
         letters = [ch for ch in text.lower() if ch.isalpha()]
         return {"reward": sum(ch in "aeiou" for ch in letters) / max(len(letters), 1), "metrics": {"chars": len(text)}}
 
+    def prefilled(task_row, base_url, api_key):
+        return 1.0 if _ask(base_url, api_key, "Say something.").startswith("Answer: a") else 0.0
+
     def mixed(task_row, base_url, *, api_key):
         mode = task_payload(task_row)["mode"]
         if mode == "ok":
@@ -181,12 +184,26 @@ def test_cli_trains_the_openai_sdk_example_for_two_steps(tmp_path, chatml_tokeni
     assert "Wordle" in context and answers[traj["task_id"]] not in context.lower()  # the secret stayed agent-side
 
 
-def test_a_format_prefill_is_refused_with_an_agent(tmp_path, agents_file, chatml_tokenizer):
-    config = _config(tmp_path, source={"name": "agent", "target": f"{agents_file}:vowels"},
-                     serving={"assistant_prefix": "<tool_call>"})
-    with pytest.raises(Exception, match="`assistant_prefix` cannot be used with the agent source"):
-        GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer)), tokenizer=chatml_tokenizer, env=VowelEnv,
-                    train_tasks=[{"id": "a"}], val_tasks=[])
+def test_a_format_prefill_is_written_by_the_server_and_read_back_by_the_agent(tmp_path, agents_file,
+                                                                              chatml_tokenizer):
+    """`serving.assistant_prefix` with an agent: the server starts every turn with it (context,
+    loss mask 0, as the built-in loop does) and the agent's reply text starts with it."""
+    config = _config(tmp_path, source={"name": "agent", "target": f"{agents_file}:prefilled"},
+                     serving={"assistant_prefix": "Answer: a", "max_new_tokens": 6}, group_size=2)
+    trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
+                          env=VowelEnv, train_tasks=[{"id": f"t{i}"} for i in range(2)], val_tasks=[])
+    try:
+        assert trainer.source.config.assistant_prefix == "Answer: a"
+        trajs = trainer.source.collect([{"id": "t0"}, {"id": "t1"}], seed=0)
+    finally:
+        trainer.close()
+    prefix = chatml_tokenizer.encode("Answer: a", add_special_tokens=False)
+    assert len(trajs) == 4 and all(t.reward == 1.0 and not t.failed for t in trajs)  # every reply began with it
+    for t in trajs:
+        (start, end), = t.turn_spans
+        assert t.token_ids[start - len(prefix):start] == prefix and t.loss_mask[start - len(prefix):end] == \
+            [0] * len(prefix) + [1] * (end - start)
+        assert t.prompt_length == start - len(prefix)
     with pytest.raises(Exception, match="`source.target` of the agent source must be 'pkg.module:function'"):
         _config(tmp_path, source={"name": "agent", "target": "just_a_name"})
 

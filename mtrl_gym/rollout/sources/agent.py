@@ -180,6 +180,9 @@ class AgentSourceConfig:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     """Sampling of every turn; it replaces the agent's temperature/top-p/top-k, and its
     ``max_new_tokens`` caps the agent's ``max_tokens``."""
+    assistant_prefix: str = ""
+    """A format prefill: the server starts every chat turn with it (context, not trained), and
+    the agent reads it back as part of the turn (``ServeConfig.assistant_prefix``)."""
     time_budget_s: float = DEFAULT_AGENT_TIME_BUDGET_S
     """Wall-clock seconds an episode may take; past it the episode fails."""
     failure_reward: float = 0.0
@@ -251,7 +254,8 @@ class AgentRolloutSource(RolloutSource):
                               "pass it to the client: OpenAI(base_url=base_url, api_key=api_key)")
         c = self.config
         serve = ServeConfig(model_name=c.model_name, max_new_tokens=c.sampling.max_new_tokens,
-                            max_context_tokens=c.max_context_tokens, sampling=c.sampling, seed=c.seed,
+                            assistant_prefix=c.assistant_prefix, max_context_tokens=c.max_context_tokens,
+                            sampling=c.sampling, seed=c.seed,
                             closed_session_ttl_s=None)  # collect() pops every session itself
         self.service = PolicyService(sampler, tokenizer, serve)
         self.server = PolicyServer(self.service).start()
@@ -387,9 +391,6 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
     from mtrl_gym.rollout.envs import failure_reward, make_env
     from mtrl_gym.rollout.sources.local import rollout_config
 
-    if config.serving.assistant_prefix:
-        raise ConfigError("`assistant_prefix` cannot be used with the agent source: the agent writes its own turns "
-                          "(drop the prefill, or a preset that sets it such as 'cpu')")
     given = {"env_wrappers": config.env_wrappers, "validation.env_wrappers": config.validation.env_wrappers,
              "serving.wrappers": config.serving.wrappers, "episode.max_turns": config.episode.max_turns}
     ignored = [name for name, value in given.items() if value]
@@ -411,7 +412,8 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
     limit = getattr(sampler, "max_context_length", None)
     context = min(config.episode.max_tokens, limit) if limit else config.episode.max_tokens
     return AgentRolloutSource(options.target, sampler, tokenizer, AgentSourceConfig(
-        group_size=rc.group_size, sampling=rc.sampling, time_budget_s=budget, failure_reward=low,
+        group_size=rc.group_size, sampling=rc.sampling, assistant_prefix=config.serving.assistant_prefix,
+        time_budget_s=budget, failure_reward=low,
         segments=options.segments, max_context_tokens=context, model_name=config.model,
         seed=config.seed, success_threshold=threshold,
         env_id=config.env if isinstance(config.env, str) else "agent"))
