@@ -333,7 +333,7 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
                        lora={"rank": 16, "alpha": 32, "layers": 12},
                        learning_rate=args.sft_lr if learning_rate is None else learning_rate,
                        optimizer={"warmup_steps": 3}, checkpoints={"save_every": 20},
-                       autocast_dtype="bfloat16" if args.precision == "bfloat16" else None,
+                       autocast_dtype=reduced(args.precision),
                        micro_batch_tokens=args.micro_batch_tokens)
     done = out / "summary.json"
     if reuse(out, _settings(config, "demos", "init_adapter"), [*demos, init_adapter]) and done.is_file() \
@@ -440,6 +440,11 @@ def reinforce(config: GRPOConfig) -> tuple[Path, dict]:
     return run / "checkpoints" / f"step_{summary['steps']:06d}" / "adapter", summary
 
 
+def reduced(precision: str) -> str | None:
+    """The dtype a stage runs in below float32 (``bfloat16``), or None for the checkpoint's float32."""
+    return None if precision == "float32" else precision
+
+
 def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, temperature: float,
           constrained: bool = False, *, precision: str, **tasks) -> dict:
     """Full 6-guess games served like training (``constrained``: dictionary decoding, a policy
@@ -455,7 +460,7 @@ def games(config: GRPOConfig, out: Path, name: str, adapter: str | None, tempera
     try:  # resumes the folder's evaluation only if its run, adapter (by content), tasks and seeds are these
         result = evaluate(config.env, [spec], out_dir=out, report=False, resume=True, **tasks,
                           config=EvalConfig(n=1, seed=1234, max_turns=6, batch_tasks=16),
-                          pool=ModelPool(dtype=None if precision == "float32" else precision))
+                          pool=ModelPool(dtype=reduced(precision)))
     except ResumeMismatch as e:
         sys.exit(f"{e.reason}. Reusing it would print a table these flags did not make: {_REDO.format(out)}")
     row = result.run(name)

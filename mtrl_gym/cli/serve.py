@@ -131,8 +131,8 @@ def adapter_serving(args, log=None) -> dict:
                 f"wrappers {', '.join(w['name'] for w in wrappers) or 'none'}; clients send those themselves")
             for field, value in given.items():
                 if value != out[field]:
-                    log(f"mtrl-gym serve: --{field.replace('_', '-')} {value!r} overrides the training run's "
-                        f"{out[field]!r}")
+                    now, was = (list(value), list(out[field])) if field == "stop" else (value, out[field])
+                    log(f"mtrl-gym serve: --{field.replace('_', '-')} {now!r} overrides the training run's {was!r}")
     out.update(given)
     return out
 

@@ -110,6 +110,7 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
     proc, url, log = _start(model_dir, adapter, "--assistant-prefix", "", "--stop", "none", "--max-new-tokens", "3")
     try:
         assert "--assistant-prefix '' overrides the training run's" in log
+        assert "--stop [] overrides the training run's ['\"']" in log
         reply = _post(url + "/v1/chat/completions", "k-test", {"model": "tiny", "messages": messages, "seed": 0})
         assert reply["usage"]["completion_tokens"] <= 3
         assert not (reply["choices"][0]["message"]["content"] or "").startswith("<tool_call>")
