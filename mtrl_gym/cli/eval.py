@@ -81,8 +81,8 @@ def register(sub) -> None:
                        help="text every assistant turn starts with (a format prefill; default: the adapter's "
                             "training setting, else none)")
     serve.add_argument("--stop", action="append", default=None, metavar="TEXT",
-                       help="stop string of every turn (repeatable; the completing token is kept; default: "
-                            "the adapter's training setting, else none)")
+                       help="stop string of every turn (repeatable; the completing token is kept; none: no "
+                            "stop string; default: the adapter's training setting, else none)")
     serve.add_argument("--wrapper", dest="wrappers", action="append", default=None, metavar="SPEC",
                        help="a wrapper that changes only what the policy reads, by name or as "
                             '{"name": ..., "kwargs": {...}} (repeatable), e.g. WordleRecap; none: no wrapper '
@@ -152,9 +152,25 @@ _FLAGS = {"max_new_tokens": "--max-tokens", "system_prompt": "--system-prompt", 
 def _given_serving(args) -> dict:
     """The serving settings given as flags (the others stay unset)."""
     given = {"max_new_tokens": args.max_tokens, "system_prompt": args.system_prompt, "tools": args.tools,
-             "assistant_prefix": args.assistant_prefix, "stop": tuple(args.stop) if args.stop is not None else None,
+             "assistant_prefix": args.assistant_prefix, "stop": stop_given(args.stop),
              "wrappers": _wrappers_given(getattr(args, "wrappers", None))}
     return {k: v for k, v in given.items() if v is not None}
+
+
+def stop_given(values: list[str] | None, flag: str = "--stop") -> tuple[str, ...] | None:
+    """``--stop`` values as a tuple (``none``: no stop strings; not given: None)."""
+    if values is None:
+        return None
+    from mtrl_gym.error import ConfigError
+
+    nones = [v.strip().lower() == "none" for v in values]
+    if any(nones):
+        if not all(nones):
+            raise ConfigError(f"{flag} none means no stop string; it cannot be given with other {flag} values")
+        return ()
+    if not all(values):
+        raise ConfigError(f"{flag} needs a non-empty string (none: no stop string), got {values!r}")
+    return tuple(values)
 
 
 def _wrappers_given(values: list[str] | None) -> list[dict] | None:

@@ -13,8 +13,9 @@ Examples::
 An adapter written by ``mtrl-gym train`` (or the example recipes) is served with the format
 prefill, stop strings and turn length of its training run (``--assistant-prefix``, ``--stop``
 and ``--max-new-tokens`` override them): every chat turn starts with the prefill, so a model
-trained to continue ``<tool_call>{"name": "guess_word", ...`` answers with native
-``tool_calls``. What the model read, its system prompt, tool schemas and observation
+trained to continue ``<tool_call>{"name": "guess_word", ...`` answers with that call (native
+``tool_calls`` when the request offers the tool). ``POST /admin/reload`` swaps the weights and
+keeps these settings. What the model read, its system prompt, tool schemas and observation
 wrappers, is the client's to send; the server prints what the training run used.
 
 Every request needs the server's key as ``Authorization: Bearer <key>`` (the OpenAI
@@ -57,7 +58,8 @@ def register(sub) -> None:
     p.add_argument("--assistant-prefix", default=None, metavar="TEXT", help="text every chat turn starts with (a "
                    "format prefill; default: the adapter's training setting, else none; '' for none)")
     p.add_argument("--stop", action="append", default=None, metavar="TEXT", help="stop string added to every "
-                   "request's (repeatable; default: the adapter's training setting, else none; none for none)")
+                   "chat request's (repeatable; none: no stop string; default: the adapter's training setting, else "
+                   "none)")
     p.add_argument("--max-context-tokens", type=int, default=None, help="context limit of a session "
                    "(default: the model's)")
     p.add_argument("--seed", type=int, default=0, help="base of the seeds of requests without one")
@@ -103,8 +105,10 @@ def adapter_serving(args, log=None) -> dict:
     from mtrl_gym.error import ConfigError
 
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
-    stop = None if args.stop is None else () if [s.strip().lower() for s in args.stop] == ["none"] else tuple(args.stop)
-    given = {"max_new_tokens": args.max_new_tokens, "assistant_prefix": args.assistant_prefix, "stop": stop}
+    from mtrl_gym.cli.eval import stop_given
+
+    given = {"max_new_tokens": args.max_new_tokens, "assistant_prefix": args.assistant_prefix,
+             "stop": stop_given(args.stop)}
     given = {k: v for k, v in given.items() if v is not None}
     out = {"max_new_tokens": 256, "assistant_prefix": "", "stop": ()}
     if args.adapter:
@@ -113,8 +117,9 @@ def adapter_serving(args, log=None) -> dict:
         try:
             found = training_serving(args.adapter)
         except ConfigError as e:
-            if len(given) < len(out):
-                raise ConfigError(f"{e} (here: --assistant-prefix, --stop and --max-new-tokens, all three)") from None
+            missing = [f"--{k.replace('_', '-')}" for k in out if k not in given]
+            if missing:
+                raise ConfigError(f"{e} (here: {', '.join(missing)})") from None
             log(f"mtrl-gym serve: the training run's serving settings were not read ({e}); serving the flags'")
             found = False
         if found is None:

@@ -14,7 +14,7 @@ Sampling settings. By default a request's ``temperature``, ``top_p``, ``top_k``,
 ``ServeConfig.max_new_tokens``). A trainer sets ``ServeConfig.sampling``: its
 temperature, top-p and top-k then replace the request's (the update computes log-probs
 with the same temperature), its ``max_new_tokens`` caps the request's and its stop
-strings are added. ``ServeConfig.stop`` is added to every request's stop strings, and
+strings are added. ``ServeConfig.stop`` is added to every chat request's stop strings, and
 ``ServeConfig.assistant_prefix`` starts every chat turn (a format prefill: see
 :mod:`~mtrl_gym.serve.sessions`); ``mtrl-gym serve --adapter`` sets both from the adapter's
 training run. A request without a seed gets one derived from the server seed, the
@@ -81,10 +81,13 @@ class ServeConfig:
     assistant_prefix: str = ""
     """Text every chat turn starts with (a format prefill, as the model was trained): written
     after the generation prompt, its tokens are context, and the reply's text starts with it
-    (so a prefill that opens a tool call comes back as ``tool_calls``). ``/v1/completions``
-    prompts are the client's own and get none."""
+    (a prefill that opens a tool call comes back as ``tool_calls`` when the request offers
+    that tool; with ``tool_choice: "none"`` or no tools, as text). Its tokens are in the
+    response's ``prompt_token_ids``, not in ``token_ids`` or ``logprobs``, which cover the
+    sampled tokens. ``/v1/completions`` prompts are the client's own and get none."""
     stop: tuple[str, ...] = ()
-    """Stop strings added to every request's (the completing token is kept)."""
+    """Stop strings added to every chat request's (the completing token is kept); like the
+    prefill, not to ``/v1/completions``."""
     max_context_tokens: int | None = None
     """Most tokens of a session's context (prompt + sampled); ``None``: the sampler's
     context length. A request whose prompt leaves no room is a 400 ``context_length_exceeded``."""
@@ -121,7 +124,7 @@ class ServeConfig:
             raise ConfigError(f"`max_new_tokens` must be >= 1, got {self.max_new_tokens!r}")
         if not isinstance(self.assistant_prefix, str):
             raise ConfigError(f"`assistant_prefix` must be a string, got {type(self.assistant_prefix).__name__}")
-        self.stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        self.stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
         if any(not isinstance(x, str) or not x for x in self.stop):
             raise ConfigError(f"`stop` must be non-empty strings, got {list(self.stop)!r}")
         if self.max_context_tokens is not None and self.max_context_tokens < 2:
@@ -371,14 +374,16 @@ class PolicyService:
                   if x is not None]
         return int(min(limits)) if limits else 1 << 30
 
-    def _params(self, req: ChatRequest | CompletionRequest, session: Session | None, prompt_len: int) -> SamplingParams:
+    def _params(self, req: ChatRequest | CompletionRequest, session: Session | None, prompt_len: int, *,
+                chat: bool) -> SamplingParams:
         room = self._limit() - prompt_len
         if room < 1:
             raise ApiError(f"the prompt has {prompt_len} tokens; this model's context is {self._limit()} tokens, "
                            "so no token can be sampled. Shorten the conversation.", param="messages",
                            code="context_length_exceeded")
         forced = self.config.sampling
-        stop = tuple(dict.fromkeys((*self.config.stop, *(forced.stop if forced is not None else ()), *req.stop)))
+        served = self.config.stop if chat else ()  # a raw completion prompt is the client's own, stops included
+        stop = tuple(dict.fromkeys((*served, *(forced.stop if forced is not None else ()), *req.stop)))
         seed = req.seed
         if seed is None and session is not None:
             seed = int(np.random.SeedSequence([self.config.seed, session.number, session.seed,
@@ -406,7 +411,7 @@ class PolicyService:
             index = len(session.segments) if session is not None else 0
             turn = self.capture.prepare(last, req.messages, req.tools, index)
             prompt = turn.prompt_ids
-            params = self._params(req, session, len(prompt))
+            params = self._params(req, session, len(prompt), chat=True)
             if turn.new_segment and last is not None:
                 self.worker.end_session(_sampler_session(session, last))
             sid = _sampler_session(session, turn.segment) if session is not None else None
@@ -421,8 +426,7 @@ class PolicyService:
         req, session, turn = pending.request, pending.session, pending.turn
         try:
             _check_result(result)
-            content, _ = self.renderer.split_assistant(result.token_ids)
-            content = self.capture.assistant_prefix + content
+            content, _ = self.capture.turn_text(result.token_ids)
             turn_no = session.num_turns if session is not None else 0
             # A turn cut off by max_tokens returns no tool calls: a call in it may be cut too.
             choice = "none" if result.finish_reason == "length" else req.tool_choice
@@ -486,7 +490,7 @@ class PolicyService:
             else:
                 index = len(session.segments) if session is not None else 0
                 turn = PreparedTurn(Segment(index=index, mode="completion"), True, ids, [], [])
-            params = self._params(req, session, len(ids))
+            params = self._params(req, session, len(ids), chat=False)
             if turn.new_segment and last is not None:
                 self.worker.end_session(_sampler_session(session, last))
             sid = _sampler_session(session, turn.segment) if session is not None else None

@@ -244,6 +244,12 @@ class ChatCapture:
                 out.append(m)
         return [{k: v for k, v in m.items() if k != "_tools"} for m in out]
 
+    def turn_text(self, token_ids: Sequence[int]) -> tuple[str, str]:
+        """``(text, end_text)`` of a sampled chat turn: the prefill and the sampled text, and the
+        end-of-turn text the model emitted (see ``ChatRenderer.split_assistant``)."""
+        content, end = self.renderer.split_assistant(token_ids)
+        return self.assistant_prefix + content, end
+
     # ---------------------------------------------------------------- turns
 
     def prepare(self, segment: Segment | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
@@ -332,10 +338,10 @@ class ChatCapture:
         seg.cut_turns += finish == "length"
         seg.tool_calls += calls
         seg.format_errors += bool(seg.tools) and calls == 0
-        content, seg.end_text = self.renderer.split_assistant(token_ids)
         if seg.mode != "chat":
+            seg.end_text = self.renderer.split_assistant(token_ids)[1]
             return
-        content = self.assistant_prefix + content
+        content, seg.end_text = self.turn_text(token_ids)
         seg.messages.extend(turn.new_messages)
         seg.messages.append({"role": "assistant", "content": content})
         seg.keys.extend(turn.new_keys)

@@ -81,8 +81,9 @@ def _stop(proc):
     proc.stderr.close()
 
 
-def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overridden(trained):
+def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overridden(trained, chatml_tokenizer):
     model_dir, adapter = trained
+    tokenizer = chatml_tokenizer
     from mtrl_gym.trainers.grpo.config import GRPOConfig
 
     prefix = GRPOConfig.load("cpu", {}).serving.assistant_prefix
@@ -100,10 +101,11 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
             if choice["finish_reason"] == "tool_calls":  # the sampled text closed the guess with `"`
                 call, = choice["message"]["tool_calls"]
                 assert call["function"]["name"] == "guess_word" and "guess" in json.loads(call["function"]["arguments"])
-            else:  # cut at 6 tokens: the raw text, which starts with the prefill
-                assert choice["finish_reason"] == "length" and choice["message"]["content"].startswith(prefix)
-        plain = _post(url + "/v1/completions", "k-test", {"model": "tiny", "prompt": "Guess", "max_tokens": 3})
-        assert not plain["choices"][0]["text"].startswith(prefix)  # a raw prompt is the client's own
+            else:  # the raw text, which starts with the prefill
+                assert choice["message"]["content"].startswith(prefix)
+        plain = _post(url + "/v1/completions", "k-test", {"model": "tiny", "prompt": "Guess", "max_tokens": 3,
+                                                           "return_token_ids": True})
+        assert plain["choices"][0]["prompt_token_ids"] == tokenizer.encode("Guess", add_special_tokens=False)
     finally:
         _stop(proc)
 
@@ -129,8 +131,10 @@ def test_unreadable_training_settings_are_refused_unless_every_served_setting_is
     def config(*flags):
         return serve_config(build_parser().parse_args(["serve", "--adapter", str(adapter), *flags]), log=print)
 
-    with pytest.raises(ConfigError, match="here: --assistant-prefix, --stop and --max-new-tokens, all three"):
+    with pytest.raises(ConfigError, match=r"not valid .*\(here: --max-new-tokens, --assistant-prefix\)$"):
         config("--stop", '"')
+    with pytest.raises(ConfigError, match="--stop none means no stop string; it cannot be given with other"):
+        config("--stop", "none", "--stop", '"')
     given = config("--assistant-prefix", "Guess: ", "--stop", '"', "--max-new-tokens", "5")
     assert (given.assistant_prefix, given.stop, given.max_new_tokens) == ("Guess: ", ('"',), 5)
     bare = serve_config(build_parser().parse_args(["serve"]))

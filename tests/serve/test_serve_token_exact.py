@@ -57,33 +57,68 @@ def test_multi_turn_tool_calls_match_the_rollout_engine(serve, kit, tiny_model, 
 PREFIX = '<tool_call>{"name": "guess_word", "arguments": {"guess": "'
 
 
+def _stop_sampler(kit, model, tokenizer, replies):
+    """``kit.ForcedSampler`` whose replies end where a stop string ends them (no end token,
+    ``finish_reason`` "stop", as a real sampler's), and which records each request's stops."""
+
+    class StopSampler(kit.ForcedSampler):
+        def sample(self, requests):
+            self.stops = [*getattr(self, "stops", []), *(tuple(r.params.stop) for r in requests)]
+            out = super().sample(requests)
+            for r, res in zip(requests, out):
+                text = self.tokenizer.decode(res.token_ids[:-1])
+                if any(text.endswith(s) for s in r.params.stop):  # drop the scripted end token
+                    res.token_ids, res.logprobs = res.token_ids[:-1], res.logprobs[:-1]
+            return out
+
+    return StopSampler(model, tokenizer, replies)
+
+
 def test_a_format_prefill_is_written_as_the_engine_writes_it_and_comes_back_as_tool_calls(
         serve, kit, tiny_model, chatml_tokenizer):
-    """A model trained to continue a prefill (the cpu preset's) is served with it: the prefill's
-    tokens are context before every turn, as in the rollout engine, and the client gets the
-    whole call back as native ``tool_calls`` and sends it back as such, one segment throughout."""
-    replies = ['crane"}}</tool_call>', 'slate"', 'paste"}}']  # the second and third stop where `stop: ['"']` would
-    engine = collect("mtrl/Wordle-v0", [TASK], kit.ForcedSampler(tiny_model, chatml_tokenizer, replies),
-                     chatml_tokenizer, seed=5, sampling=SamplingParams(max_new_tokens=64), assistant_prefix=PREFIX)[0]
+    """A model trained to continue a prefill and stop at `"` (the cpu preset) is served with
+    both: the prefill's tokens are context before every turn, a turn that ends on the stop
+    string has no end token, as in the rollout engine, and the client gets each call back as
+    native ``tool_calls`` and sends it back as such, one segment throughout."""
+    replies = ['crane"', 'slate"', 'paste"']
+    sampling = SamplingParams(max_new_tokens=64, stop=('"',))
+    engine = collect("mtrl/Wordle-v0", [TASK], _stop_sampler(kit, tiny_model, chatml_tokenizer, replies),
+                     chatml_tokenizer, seed=5, sampling=sampling, assistant_prefix=PREFIX)[0]
     assert engine.terminated and engine.num_turns == 3 and not engine.failed and engine.reward > 0
 
-    server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, replies), chatml_tokenizer,
-                   assistant_prefix=PREFIX, stop=('"',))
+    sampler = _stop_sampler(kit, tiny_model, chatml_tokenizer, replies)
+    server = serve(sampler, chatml_tokenizer, assistant_prefix=PREFIX, stop=('"',))
     session = server.service.create_session()
     reward = kit.play(server.session_url(session.id), session.key, gymnasium.make("mtrl/Wordle-v0"), seed=5,
                       task=TASK)
     seg = _segment(server, session.id)
+    assert sampler.stops == [('"',)] * 3  # the server's stop string reached every turn's sampling
     assert reward == pytest.approx(engine.reward)
     ids, mask, logprobs = _upto_last_turn(engine)
     assert seg.token_ids == ids and seg.loss_mask == mask and seg.logprobs == logprobs
     assert seg.turn_spans == engine.turn_spans and seg.prompt_length == engine.prompt_length
     prefix_ids = chatml_tokenizer.encode(PREFIX, add_special_tokens=False)
-    for start, _ in seg.turn_spans:  # the prefill sits right before every sampled turn, untrained
+    for start, end in seg.turn_spans:  # the prefill right before every sampled turn, untrained; no end token
         assert seg.token_ids[start - len(prefix_ids):start] == prefix_ids
         assert set(seg.loss_mask[start - len(prefix_ids):start]) == {0}
+        assert chatml_tokenizer.eos_token_id not in seg.token_ids[start:end]
     assert seg.tool_calls == 3 and seg.format_errors == 0
     assert [m["content"] for m in seg.messages] == [m["content"] for m in engine.messages][:len(seg.messages)]
-    assert server.service.config.stop == ('"',)
+
+
+def test_the_servers_stops_join_a_chat_requests_but_not_a_raw_completion(serve, kit, tiny_model, chatml_tokenizer):
+    sampler = _stop_sampler(kit, tiny_model, chatml_tokenizer, ["hello"])
+    server = serve(sampler, chatml_tokenizer, assistant_prefix="Say: ", stop=('"', "\n"))
+    c = kit.client(server.url + "/v1", server.api_key)
+    reply = c.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], stop=["x", '"'],
+                                      extra_body={"return_token_ids": True})
+    assert reply.choices[0].message.content == "Say: hello"
+    prompt = reply.model_extra["prompt_token_ids"]
+    assert prompt[-len(chatml_tokenizer.encode("Say: ")):] == chatml_tokenizer.encode("Say: ")
+    raw = c.completions.create(model="tiny", prompt="Guess", max_tokens=3, stop=["x"],
+                               extra_body={"return_token_ids": True})
+    assert sampler.stops == [('"', "\n", "x"), ("x",)]  # deduplicated; the raw prompt gets the client's alone
+    assert raw.choices[0].model_extra["prompt_token_ids"] == chatml_tokenizer.encode("Guess")
 
 
 def test_sampled_tokens_match_the_engine_with_the_same_sampler_and_seeds(serve, kit, tiny_model, chatml_tokenizer):
