@@ -630,6 +630,10 @@ def main() -> None:
     (out / "table.md").write_text(report + "\n", encoding="utf-8")
     print(f"training {results['train_minutes']:.1f} min; this call {results['total_minutes_this_call']:.1f} min; "
           f"wrote {out / 'results.json'}")
+    from mtrl_gym.cli.train import serve_command
+
+    print(f"serve the SFT + GRPO adapter to an agent as it was trained (the client sends the system prompt and "
+          f"temperature {temperature:g}; docs/agents.md):\n  {serve_command(config.model, grpo_adapter)}")
 
 
 if __name__ == "__main__":

@@ -239,7 +239,7 @@ def test_the_spelling_drill_spells_every_answer_word_twice_in_the_serving_format
     assert words[:len(game.answers())] != words[len(game.answers()):]  # each round in its own order
 
 
-def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(recipe, monkeypatch, tmp_path):
+def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(recipe, monkeypatch, tmp_path, capsys):
     import sys
 
     calls = []
@@ -266,6 +266,8 @@ def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(reci
                                       "--serving-temperature", "0.5", "--no-dictionary", "--out", str(tmp_path),
                                       "--precision", "bfloat16"])
     recipe.main()
+    served = capsys.readouterr().out.splitlines()[-1].strip()  # the last line: serve what it trained
+    assert served == f"mtrl-gym serve --model smollm2-135m --adapter {tmp_path / 'sft' / 'adapter' / 'grpo'}"
     assert formats == ["bfloat16"] * 6  # base, SFT, SFT + GRPO at 0.5 and at 1.0
     assert calls == [(["spelling.jsonl"], "sft-spelling", None, 3, 5e-3),
                      (["demos.jsonl"], "sft", tmp_path / "sft-spelling" / "adapter", None, None)]

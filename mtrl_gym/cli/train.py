@@ -196,6 +196,8 @@ def run(args) -> int:
     if adapter.is_dir():
         print(f"evaluate the adapter against its base model in full games on 8 held-out tasks, served as in "
               f"training ({_EVAL_COST}):\n  {eval_command(config, adapter)}")
+        print(f"serve it to your agent as trained (OpenAI-compatible, docs/agents.md):\n  "
+              f"{serve_command(config.model, adapter)}")
     return 0
 
 
@@ -320,6 +322,13 @@ def _check_sampler(sampler: str) -> None:
         raise DependencyNotInstalled("vllm", extra="vllm")
 #: What :func:`eval_command`'s evaluation cost on the project's 2-core CPU (docs/evaluation.md, "How long it takes").
 _EVAL_COST = "about 4 CPU-minutes per model on a 2-core CPU"
+
+
+def serve_command(model: str, adapter: Path) -> str:
+    """A ready-to-paste ``mtrl-gym serve`` of ``adapter`` (its serving settings come from its run)."""
+    import shlex
+
+    return " ".join(shlex.quote(p) for p in ["mtrl-gym", "serve", "--model", model, "--adapter", str(adapter)])
 
 
 def eval_command(config, adapter: Path) -> str:

@@ -78,7 +78,7 @@ class _FakeTrainer:
         pass
 
 
-def test_train_refuses_a_used_folder_and_prints_a_ready_eval_command(tmp_path, monkeypatch, capsys):
+def test_train_refuses_a_used_folder_and_prints_ready_eval_and_serve_commands(tmp_path, monkeypatch, capsys):
     from mtrl_gym.cli import main
     from mtrl_gym.trainers.grpo import trainer
 
@@ -86,10 +86,13 @@ def test_train_refuses_a_used_folder_and_prints_a_ready_eval_command(tmp_path, m
     argv = ["train", "--config", "cpu", "--output-dir", str(tmp_path / "run"), "--tracking.tracker", "none",
             "--no-progress"]
     assert main(argv) == 0
-    command = next(x.strip() for x in capsys.readouterr().out.splitlines() if x.strip().startswith("mtrl-gym eval"))
+    printed = [x.strip() for x in capsys.readouterr().out.splitlines()]
+    command = next(x for x in printed if x.startswith("mtrl-gym eval"))
+    adapter = str(tmp_path / "run" / "checkpoints" / "step_000001" / "adapter")
     assert shlex.split(command) == ["mtrl-gym", "eval", "mtrl/Wordle-v0", "--model", "smollm2-135m", "--adapter",
-                                    str(tmp_path / "run" / "checkpoints" / "step_000001" / "adapter"),
-                                    "--limit", "8", "-n", "1", "--out", str(tmp_path / "run" / "eval")]
+                                    adapter, "--limit", "8", "-n", "1", "--out", str(tmp_path / "run" / "eval")]
+    serve = next(x for x in printed if x.startswith("mtrl-gym serve"))
+    assert shlex.split(serve) == ["mtrl-gym", "serve", "--model", "smollm2-135m", "--adapter", adapter]
     assert main(argv) == 2
     assert "already holds a run (metrics.jsonl, checkpoints): continue it with --resume, replace it with " \
            "--overwrite, or give a fresh --output-dir" in capsys.readouterr().err
