@@ -157,19 +157,26 @@ def _given_serving(args) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def stop_given(values: list[str] | None, flag: str = "--stop") -> tuple[str, ...] | None:
-    """``--stop`` values as a tuple (``none``: no stop strings; not given: None)."""
-    if values is None:
-        return None
+def _none_given(values: list[str], flag: str, what: str) -> bool:
+    """Whether repeatable ``flag``'s ``values`` are ``none`` (nothing); refuses ``none`` beside others."""
     from mtrl_gym.error import ConfigError
 
     nones = [v.strip().lower() == "none" for v in values]
-    if any(nones):
-        if not all(nones):
-            raise ConfigError(f"{flag} none means no stop string; it cannot be given with other {flag} values")
+    if any(nones) and not all(nones):
+        raise ConfigError(f"{flag} none means no {what}; it cannot be given with other {flag} values")
+    return any(nones)
+
+
+def stop_given(values: list[str] | None) -> tuple[str, ...] | None:
+    """``--stop`` values as a tuple (``none``: no stop strings; not given: None)."""
+    if values is None:
+        return None
+    if _none_given(values, "--stop", "stop string"):
         return ()
     if not all(values):
-        raise ConfigError(f"{flag} needs a non-empty string (none: no stop string), got {values!r}")
+        from mtrl_gym.error import ConfigError
+
+        raise ConfigError(f"--stop needs a non-empty string (none: no stop string), got {values!r}")
     return tuple(values)
 
 
@@ -177,14 +184,10 @@ def _wrappers_given(values: list[str] | None) -> list[dict] | None:
     """``--wrapper`` values as checked specs (``none``: an empty list; not given: None)."""
     if values is None:
         return None
-    from mtrl_gym.error import ConfigError
     from mtrl_gym.rollout.serving import view_wrapper_spec
     from mtrl_gym.rollout.sources.local import wrapper_arg
 
-    nones = [v.strip().lower() == "none" for v in values]
-    if any(nones):
-        if not all(nones):
-            raise ConfigError("--wrapper none means no wrapper; it cannot be given with other --wrapper values")
+    if _none_given(values, "--wrapper", "wrapper"):
         return []
     return [view_wrapper_spec(wrapper_arg(v), where="--wrapper") for v in values]
 

@@ -102,44 +102,42 @@ def adapter_serving(args, log=None) -> dict:
     """``{"max_new_tokens", "assistant_prefix", "stop"}``: the flags, else the adapter's
     training run's settings, else the defaults. What the client must send (system prompt,
     tool schemas, observation wrappers) is reported through ``log``."""
+    from mtrl_gym.cli.eval import stop_given
     from mtrl_gym.error import ConfigError
 
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
-    from mtrl_gym.cli.eval import stop_given
-
     given = {"max_new_tokens": args.max_new_tokens, "assistant_prefix": args.assistant_prefix,
              "stop": stop_given(args.stop)}
     given = {k: v for k, v in given.items() if v is not None}
     out = {"max_new_tokens": 256, "assistant_prefix": "", "stop": ()}
-    if args.adapter:
-        from mtrl_gym.evaluation.serving import training_serving
+    if not args.adapter:
+        return {**out, **given}
+    from mtrl_gym.evaluation.serving import differences, training_serving
 
-        try:
-            found = training_serving(args.adapter)
-        except ConfigError as e:
-            missing = [f"--{k.replace('_', '-')}" for k in out if k not in given]
-            if missing:
-                raise ConfigError(f"{e} (here: {', '.join(missing)})") from None
-            log(f"mtrl-gym serve: the training run's serving settings were not read ({e}); serving the flags'")
-            found = False
-        if found is None:
-            log(f"mtrl-gym serve: {args.adapter} has no training run beside it (config.yaml); serving without a "
-                "format prefill or stop strings unless --assistant-prefix / --stop say otherwise")
-        elif found:
-            trained, path = found
-            out.update({k: trained[k] for k in out})
-            text, wrappers = trained["system_prompt_text"], trained["wrappers"]
-            prompt = "the env's" if text is None else "none" if text == "" else f"its own ({len(text)} characters)"
-            log(f"mtrl-gym serve: serving settings of {args.adapter} from its training run ({path}): format prefill "
-                f"{out['assistant_prefix']!r}, stop {list(out['stop'])}, max tokens {out['max_new_tokens']}. It was "
-                f"trained reading: system prompt {prompt}, tool schemas {'on' if trained['tools'] else 'off'}, "
-                f"wrappers {', '.join(w['name'] for w in wrappers) or 'none'}; clients send those themselves")
-            for field, value in given.items():
-                if value != out[field]:
-                    now, was = (list(value), list(out[field])) if field == "stop" else (value, out[field])
-                    log(f"mtrl-gym serve: --{field.replace('_', '-')} {now!r} overrides the training run's {was!r}")
-    out.update(given)
-    return out
+    try:
+        found = training_serving(args.adapter)
+    except ConfigError as e:
+        missing = [f"--{k.replace('_', '-')}" for k in out if k not in given]
+        if missing:
+            raise ConfigError(f"{e} (here: {', '.join(missing)})") from None
+        log(f"mtrl-gym serve: the training run's serving settings were not read ({e}); serving the flags'")
+        return {**out, **given}
+    if found is None:
+        log(f"mtrl-gym serve: {args.adapter} has no training run beside it (config.yaml); serving without a "
+            "format prefill or stop strings unless --assistant-prefix / --stop say otherwise")
+        return {**out, **given}
+    trained, path = found
+    out = {k: trained[k] for k in out}
+    text, wrappers = trained["system_prompt_text"], trained["wrappers"]
+    prompt = "the env's" if text is None else "none" if text == "" else f"its own ({len(text)} characters)"
+    log(f"mtrl-gym serve: serving settings of {args.adapter} from its training run ({path}): format prefill "
+        f"{out['assistant_prefix']!r}, stop {list(out['stop'])}, max tokens {out['max_new_tokens']}. It was "
+        f"trained reading: system prompt {prompt}, tool schemas {'on' if trained['tools'] else 'off'}, "
+        f"wrappers {', '.join(w['name'] for w in wrappers) or 'none'}; clients send those themselves")
+    for field, was, now in differences(out, given):
+        now, was = (list(now), list(was)) if field == "stop" else (now, was)
+        log(f"mtrl-gym serve: --{field.replace('_', '-')} {now!r} overrides the training run's {was!r}")
+    return {**out, **given}
 
 
 def serve_config(args, log=None):

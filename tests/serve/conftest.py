@@ -105,10 +105,24 @@ def play_over_http(base_url: str, api_key: str, env, *, seed: int, task=None, ma
     return total
 
 
+def stderr_until(proc, marker: str, timeout_s: float = 120.0) -> str:
+    """What a server process wrote to its stderr pipe up to the line holding ``marker`` (or
+    until it exits or ``timeout_s`` passes)."""
+    import time
+
+    lines, deadline = [], time.monotonic() + timeout_s
+    while not any(marker in line for line in lines) and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line and proc.poll() is not None:
+            break
+        lines.append(line)
+    return "".join(lines)
+
+
 @pytest.fixture
 def kit():
     """The helpers above, for test modules (which cannot import conftest)."""
     import types
 
     return types.SimpleNamespace(ForcedSampler=ForcedSampler, client=client, play=play_over_http, hermes=hermes,
-                                 MODEL=MODEL)
+                                 stderr_until=stderr_until, MODEL=MODEL)

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -55,19 +54,13 @@ def _post(url, key, body):
         return json.loads(r.read())
 
 
-def _start(model_dir, adapter, *flags):
+def _start(kit, model_dir, adapter, *flags):
     """A real ``mtrl-gym serve`` process; ``(proc, url, log)`` once it listens."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "MTRL_GYM_API_KEY": "k-test"}
     cmd = [sys.executable, "-m", "mtrl_gym.cli", "serve", "--model", str(model_dir), "--adapter", str(adapter),
            "--port", "0", "--threads", "1", "--served-model-name", "tiny", *flags]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
-    lines, deadline = [], time.monotonic() + 120
-    while not any("Ctrl-C stops" in line for line in lines) and time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line and proc.poll() is not None:
-            break
-        lines.append(line)
-    log = "".join(lines)
+    log = kit.stderr_until(proc, "Ctrl-C stops")
     found = re.search(r"at (http://127\.0\.0\.1:\d+)/v1", log)
     if found is None:
         proc.kill()
@@ -81,14 +74,14 @@ def _stop(proc):
     proc.stderr.close()
 
 
-def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overridden(trained, chatml_tokenizer):
+def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overridden(trained, chatml_tokenizer, kit):
     model_dir, adapter = trained
     tokenizer = chatml_tokenizer
     from mtrl_gym.trainers.grpo.config import GRPOConfig
 
     prefix = GRPOConfig.load("cpu", {}).serving.assistant_prefix
     messages = [{"role": "user", "content": "Guess the word."}]
-    proc, url, log = _start(model_dir, adapter)
+    proc, url, log = _start(kit, model_dir, adapter)
     try:
         assert f"serving settings of {adapter} from its training run" in log
         assert f"format prefill {prefix!r}, stop ['\"'], max tokens 6" in log
@@ -109,7 +102,7 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
     finally:
         _stop(proc)
 
-    proc, url, log = _start(model_dir, adapter, "--assistant-prefix", "", "--stop", "none", "--max-new-tokens", "3")
+    proc, url, log = _start(kit, model_dir, adapter, "--assistant-prefix", "", "--stop", "none", "--max-new-tokens", "3")
     try:
         assert "--assistant-prefix '' overrides the training run's" in log
         assert "--stop [] overrides the training run's ['\"']" in log

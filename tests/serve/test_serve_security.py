@@ -323,14 +323,13 @@ def test_closed_sessions_are_reaped_and_the_cap_counts_open_ones(serve, tiny_mod
         raw.close()
 
 
-def test_cli_serve_draws_a_key_prints_it_and_refuses_no_key_beyond_loopback(tmp_path, chatml_tokenizer):
+def test_cli_serve_draws_a_key_prints_it_and_refuses_no_key_beyond_loopback(tmp_path, chatml_tokenizer, kit):
     """`mtrl-gym serve` as a real process: the printed key works, no key is a 401;
     --no-api-key on 0.0.0.0 is refused before a model loads."""
     import os
     import re
     import subprocess
     import sys
-    import time
 
     from tiny_models import build_tiny_llama
 
@@ -348,13 +347,7 @@ def test_cli_serve_draws_a_key_prints_it_and_refuses_no_key_beyond_loopback(tmp_
 
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True)
     try:
-        lines, deadline = [], time.monotonic() + 120
-        while not any("API key" in line for line in lines) and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                break
-            lines.append(line)
-        text = "".join(lines)
+        text = kit.stderr_until(proc, "API key")
         url = re.search(r"at (http://127\.0\.0\.1:\d+)/v1", text).group(1)
         key = re.search(r"API key .*: (mtrl-key-\S+)", text).group(1)
         good = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
