@@ -11,11 +11,13 @@ Examples::
         --sampler-kwargs '{"base_url": "http://127.0.0.1:8001"}'
 
 An adapter written by ``mtrl-gym train`` (or the example recipes) is served with the format
-prefill, stop strings and turn length of its training run (``--assistant-prefix``, ``--stop``
-and ``--max-new-tokens`` override them): every chat turn starts with the prefill, so a model
-trained to continue ``<tool_call>{"name": "guess_word", ...`` answers with that call (native
-``tool_calls`` when the request offers the tool). ``POST /admin/reload`` swaps the weights and
-keeps these settings. What the model read, its system prompt, tool schemas and observation
+prefill, stop strings, turn length and tool schemas of its training run (``--assistant-prefix``,
+``--stop``, ``--max-new-tokens`` and ``--tool-schemas`` override them): every chat turn starts
+with the prefill, so a model trained to continue ``<tool_call>{"name": "guess_word", ...``
+answers with that call (native ``tool_calls`` when the request offers the tool), and a model
+trained reading no tool schemas (``tools: false``) gets none in its prompt, whatever tools a
+request offers (they are still parsed from its replies). ``POST /admin/reload`` swaps the
+weights and keeps these settings. What the model read, its system prompt and observation
 wrappers, is the client's to send; the server prints what the training run used.
 
 Every request needs the server's key as ``Authorization: Bearer <key>`` (the OpenAI
@@ -60,6 +62,9 @@ def register(sub) -> None:
     p.add_argument("--stop", action="append", default=None, metavar="TEXT", help="stop string added to every "
                    "chat request's (repeatable; none: no stop string; default: the adapter's training setting, else "
                    "none)")
+    p.add_argument("--tool-schemas", choices=("on", "off"), default=None, help="off: a chat request's tools are "
+                   "parsed from the replies but not shown in the prompt, for a model trained reading no tool schemas "
+                   "(default: the adapter's training setting, else on)")
     p.add_argument("--max-context-tokens", type=int, default=None, help="context limit of a session "
                    "(default: the model's)")
     p.add_argument("--seed", type=int, default=0, help="base of the seeds of requests without one")
@@ -99,17 +104,18 @@ def build_sampler(args):
 
 
 def adapter_serving(args, log=None) -> dict:
-    """``{"max_new_tokens", "assistant_prefix", "stop"}``: the flags, else the adapter's
-    training run's settings, else the defaults. What the client must send (system prompt,
-    tool schemas, observation wrappers) is reported through ``log``."""
+    """``{"max_new_tokens", "assistant_prefix", "stop", "tool_schemas"}``: the flags, else the
+    adapter's training run's settings (``tool_schemas`` from its ``tools``), else the defaults.
+    What the client must send (system prompt, observation wrappers) is reported through ``log``."""
     from mtrl_gym.cli.eval import stop_given
     from mtrl_gym.error import ConfigError
 
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     given = {"max_new_tokens": args.max_new_tokens, "assistant_prefix": args.assistant_prefix,
-             "stop": stop_given(args.stop)}
+             "stop": stop_given(args.stop),
+             "tool_schemas": None if args.tool_schemas is None else args.tool_schemas == "on"}
     given = {k: v for k, v in given.items() if v is not None}
-    out = {"max_new_tokens": 256, "assistant_prefix": "", "stop": ()}
+    out = {"max_new_tokens": 256, "assistant_prefix": "", "stop": (), "tool_schemas": True}
     if not args.adapter:
         return {**out, **given}
     from mtrl_gym.evaluation.serving import differences, training_serving
@@ -127,17 +133,28 @@ def adapter_serving(args, log=None) -> dict:
             "format prefill or stop strings unless --assistant-prefix / --stop say otherwise")
         return {**out, **given}
     trained, path = found
-    out = {k: trained[k] for k in out}
+    out = {k: trained[k] for k in ("max_new_tokens", "assistant_prefix", "stop")}
+    out["tool_schemas"] = bool(trained["tools"])
     text, wrappers = trained["system_prompt_text"], trained["wrappers"]
     prompt = "the env's" if text is None else "none" if text == "" else f"its own ({len(text)} characters)"
+    schemas = "on" if out["tool_schemas"] else "off (a request's tools are parsed from the replies, not shown)"
     log(f"mtrl-gym serve: serving settings of {args.adapter} from its training run ({path}): format prefill "
-        f"{out['assistant_prefix']!r}, stop {list(out['stop'])}, max tokens {out['max_new_tokens']}. It was "
-        f"trained reading: system prompt {prompt}, tool schemas {'on' if trained['tools'] else 'off'}, "
-        f"wrappers {', '.join(w['name'] for w in wrappers) or 'none'}; clients send those themselves")
+        f"{out['assistant_prefix']!r}, stop {list(out['stop'])}, max tokens {out['max_new_tokens']}, tool schemas "
+        f"{schemas}. It was trained reading: system prompt {prompt}, wrappers "
+        f"{', '.join(w['name'] for w in wrappers) or 'none'}; clients send those themselves")
     for field, was, now in differences(out, given):
-        now, was = (list(now), list(was)) if field == "stop" else (now, was)
-        log(f"mtrl-gym serve: --{field.replace('_', '-')} {now!r} overrides the training run's {was!r}")
+        log(f"mtrl-gym serve: --{field.replace('_', '-')} {_as_flag(field, now)!r} overrides the training run's "
+            f"{_as_flag(field, was)!r}")
     return {**out, **given}
+
+
+def _as_flag(field: str, value):
+    """A setting as its flag writes it: ``stop`` a list, ``tool_schemas`` on/off."""
+    if field == "stop":
+        return list(value)
+    if field == "tool_schemas":
+        return "on" if value else "off"
+    return value
 
 
 def serve_config(args, log=None):

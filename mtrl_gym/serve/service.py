@@ -88,6 +88,10 @@ class ServeConfig:
     stop: tuple[str, ...] = ()
     """Stop strings added to every chat request's (the completing token is kept); like the
     prefill, not to ``/v1/completions``."""
+    tool_schemas: bool = True
+    """``False``: a chat request's ``tools`` are not shown to the model (its prompt is
+    rendered without their schemas, as for a model trained with ``SystemPrompt(tools=False)``),
+    while its replies are still parsed into ``tool_calls`` of those tools."""
     max_context_tokens: int | None = None
     """Most tokens of a session's context (prompt + sampled); ``None``: the sampler's
     context length. A request whose prompt leaves no room is a 400 ``context_length_exceeded``."""
@@ -124,6 +128,8 @@ class ServeConfig:
             raise ConfigError(f"`max_new_tokens` must be >= 1, got {self.max_new_tokens!r}")
         if not isinstance(self.assistant_prefix, str):
             raise ConfigError(f"`assistant_prefix` must be a string, got {type(self.assistant_prefix).__name__}")
+        if not isinstance(self.tool_schemas, bool):
+            raise ConfigError(f"`tool_schemas` must be true or false, got {self.tool_schemas!r}")
         self.stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
         if any(not isinstance(x, str) or not x for x in self.stop):
             raise ConfigError(f"`stop` must be non-empty strings, got {list(self.stop)!r}")
@@ -179,7 +185,7 @@ class PolicyService:
             ends.add(int(tokenizer.eos_token_id))
         self.renderer = ChatRenderer(tokenizer, tools_in_template=self.config.tools_in_template,
                                      end_token_ids=sorted(ends))
-        self.capture = ChatCapture(self.renderer, self.config.assistant_prefix)
+        self.capture = ChatCapture(self.renderer, self.config.assistant_prefix, self.config.tool_schemas)
         self._sessions: dict[str, Session] = {}
         self._keys: dict[str, str] = {}  # session key -> session id
         self._closed: OrderedDict[str, float] = OrderedDict()  # closed session id -> when, oldest first

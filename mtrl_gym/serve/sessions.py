@@ -25,6 +25,12 @@ A format prefill (``ChatCapture(assistant_prefix=...)``, the serving setting a m
 trained with) is written after the generation prompt of every chat turn, as the rollout
 engine writes it: its tokens are context (``loss_mask`` 0), and the turn's text, which the
 client sees and sends back, is the prefill followed by the sampled text.
+
+Hidden tool schemas (``ChatCapture(tool_schemas=False)``, for a model trained reading none:
+``SystemPrompt(tools=False)``, ``serving.tools: false``): the request's ``tools`` still turn
+the replies into ``tool_calls``, but the prompt is rendered without them, as the rollout
+engine rendered it in training, and the segment records no tools (``Segment.offered`` says
+the request had some).
 """
 
 from __future__ import annotations
@@ -63,7 +69,10 @@ class Segment:
     keys: list[tuple] = field(default_factory=list)
     """What the client must send back to extend this segment (see :func:`message_key`)."""
     tools: list[dict[str, Any]] = field(default_factory=list)
+    """The tool schemas the model read in its prompt (none when the server hides them)."""
     tools_key: str = ""
+    offered: bool = False
+    """Whether the requests offered tools (their replies are parsed into ``tool_calls``)."""
     end_text: str = ""
     call_names: dict[str, str] = field(default_factory=dict)
     """Tool-call id -> tool name of every call returned, to name ``tool`` messages."""
@@ -199,9 +208,10 @@ class PreparedTurn:
 class ChatCapture:
     """Renders chat requests into a session's segments with a policy's chat template."""
 
-    def __init__(self, renderer: ChatRenderer, assistant_prefix: str = ""):
+    def __init__(self, renderer: ChatRenderer, assistant_prefix: str = "", tool_schemas: bool = True):
         self.renderer = renderer
         self.assistant_prefix = assistant_prefix
+        self.tool_schemas = tool_schemas
         self._prefix_ids = renderer.encode(assistant_prefix) if assistant_prefix else []
 
     # ---------------------------------------------------------------- messages
@@ -279,16 +289,17 @@ class ChatCapture:
         for m in messages:
             for c in m.get("tool_calls") or ():
                 names[c["id"]] = c["name"]
-        canon = self._with_tool_text([self._canonical(m, names) for m in messages], tools)
+        shown = list(tools) if self.tool_schemas else []
+        canon = self._with_tool_text([self._canonical(m, names) for m in messages], shown)
         try:
-            ids = self._first(canon, tools)
+            ids = self._first(canon, shown)
         except Exception:  # noqa: BLE001
             canon = self._as_user(canon)
             try:
-                ids = self._first(canon, tools)
+                ids = self._first(canon, shown)
             except Exception as e:  # noqa: BLE001
                 raise self._render_error(messages, e) from None
-        seg = Segment(index=next_index, mode="chat", tools=json_safe(list(tools)), tools_key=tools_key,
+        seg = Segment(index=next_index, mode="chat", tools=json_safe(shown), tools_key=tools_key, offered=bool(tools),
                       call_names=names)
         return PreparedTurn(seg, True, ids + self._prefix_ids, canon, keys)
 
@@ -337,7 +348,7 @@ class ChatCapture:
         seg.cached_tokens += cached_tokens
         seg.cut_turns += finish == "length"
         seg.tool_calls += calls
-        seg.format_errors += bool(seg.tools) and calls == 0
+        seg.format_errors += seg.offered and calls == 0
         if seg.mode != "chat":
             seg.end_text = self.renderer.split_assistant(token_ids)[1]
             return

@@ -85,7 +85,12 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
     try:
         assert f"serving settings of {adapter} from its training run" in log
         assert f"format prefill {prefix!r}, stop ['\"'], max tokens 6" in log
-        assert "tool schemas off" in log  # what the client must send, reported
+        assert "tool schemas off" in log  # trained reading none: a request's tools are not shown
+        shown = [_post(url + "/v1/chat/completions", "k-test", {"model": "tiny", "messages": messages, "seed": 0,
+                                                                "return_token_ids": True, **tools})["prompt_token_ids"]
+                 for tools in ({"tools": [GUESS_TOOL]}, {})]
+        assert shown[0] == shown[1]  # the prompt the model was trained on, with or without `tools`
+        assert "guess_word" not in tokenizer.decode(shown[0][:-len(tokenizer.encode(prefix, add_special_tokens=False))])
         for seed in range(4):
             reply = _post(url + "/v1/chat/completions", "k-test",
                           {"model": "tiny", "messages": messages, "tools": [GUESS_TOOL], "seed": seed})
@@ -102,13 +107,18 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
     finally:
         _stop(proc)
 
-    proc, url, log = _start(kit, model_dir, adapter, "--assistant-prefix", "", "--stop", "none", "--max-new-tokens", "3")
+    proc, url, log = _start(kit, model_dir, adapter, "--assistant-prefix", "", "--stop", "none", "--max-new-tokens", "3",
+                            "--tool-schemas", "on")
     try:
         assert "--assistant-prefix '' overrides the training run's" in log
         assert "--stop [] overrides the training run's ['\"']" in log
+        assert "--tool-schemas 'on' overrides the training run's 'off'" in log
         reply = _post(url + "/v1/chat/completions", "k-test", {"model": "tiny", "messages": messages, "seed": 0})
         assert reply["usage"]["completion_tokens"] <= 3
         assert not (reply["choices"][0]["message"]["content"] or "").startswith("<tool_call>")
+        offered = _post(url + "/v1/chat/completions", "k-test", {"model": "tiny", "messages": messages, "seed": 0,
+                                                                 "tools": [GUESS_TOOL], "return_token_ids": True})
+        assert "guess_word" in tokenizer.decode(offered["prompt_token_ids"])
     finally:
         _stop(proc)
 
@@ -124,11 +134,11 @@ def test_unreadable_training_settings_are_refused_unless_every_served_setting_is
     def config(*flags):
         return serve_config(build_parser().parse_args(["serve", "--adapter", str(adapter), *flags]), log=print)
 
-    with pytest.raises(ConfigError, match=r"not valid .*\(here: --max-new-tokens, --assistant-prefix\)$"):
+    with pytest.raises(ConfigError, match=r"not valid .*\(here: --max-new-tokens, --assistant-prefix, --tool-schemas\)$"):
         config("--stop", '"')
     with pytest.raises(ConfigError, match="--stop none means no stop string; it cannot be given with other"):
         config("--stop", "none", "--stop", '"')
-    given = config("--assistant-prefix", "Guess: ", "--stop", '"', "--max-new-tokens", "5")
-    assert (given.assistant_prefix, given.stop, given.max_new_tokens) == ("Guess: ", ('"',), 5)
+    given = config("--assistant-prefix", "Guess: ", "--stop", '"', "--max-new-tokens", "5", "--tool-schemas", "off")
+    assert (given.assistant_prefix, given.stop, given.max_new_tokens, given.tool_schemas) == ("Guess: ", ('"',), 5, False)
     bare = serve_config(build_parser().parse_args(["serve"]))
-    assert (bare.assistant_prefix, bare.stop, bare.max_new_tokens) == ("", (), 256)
+    assert (bare.assistant_prefix, bare.stop, bare.max_new_tokens, bare.tool_schemas) == ("", (), 256, True)

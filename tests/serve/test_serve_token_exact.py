@@ -3,6 +3,8 @@ records for the same conversation, sampler and seeds."""
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ import mtrl_gym  # noqa: F401
 from mtrl_gym.rollout.engine import collect
 from mtrl_gym.rollout.samplers.base import SamplingParams
 from mtrl_gym.rollout.samplers.hf import HFSampler
+from mtrl_gym.wrappers import SystemPrompt
 
 REPLIES = ['<tool_call>{"name": "guess_word", "arguments": {"guess": "crane"}}</tool_call>',
            'Next: <tool_call>{"name": "guess_word", "arguments": {"guess": "slate"}}</tool_call>',
@@ -104,6 +107,39 @@ def test_a_format_prefill_is_written_as_the_engine_writes_it_and_comes_back_as_t
         assert chatml_tokenizer.eos_token_id not in seg.token_ids[start:end]
     assert seg.tool_calls == 3 and seg.format_errors == 0
     assert [m["content"] for m in seg.messages] == [m["content"] for m in engine.messages][:len(seg.messages)]
+
+
+def test_hidden_tool_schemas_give_the_prompt_a_tools_false_model_was_trained_on(serve, kit, tiny_model,
+                                                                                 chatml_tokenizer):
+    """A model trained with ``SystemPrompt(tools=False)`` read no tool schemas. Served with
+    ``tool_schemas=False`` to an agent that offers its tools (as agent frameworks do), the
+    server records the engine's tokens under that wrapper, and still answers with native
+    ``tool_calls``; with the schemas shown, the prompt is another one."""
+    replies = ['crane"', 'slate"', 'paste"']
+    sampling = SamplingParams(max_new_tokens=64, stop=('"',))
+    engine = collect("mtrl/Wordle-v0", [TASK], _stop_sampler(kit, tiny_model, chatml_tokenizer, replies),
+                     chatml_tokenizer, seed=5, sampling=sampling, assistant_prefix=PREFIX,
+                     wrappers=[functools.partial(SystemPrompt, tools=False)])[0]
+    assert engine.terminated and engine.tools == []
+
+    segments = {}
+    for schemas in (False, True):
+        server = serve(_stop_sampler(kit, tiny_model, chatml_tokenizer, replies), chatml_tokenizer,
+                       assistant_prefix=PREFIX, stop=('"',), tool_schemas=schemas)
+        session = server.service.create_session()
+        reward = kit.play(server.session_url(session.id), session.key, gymnasium.make("mtrl/Wordle-v0"), seed=5,
+                          task=TASK)  # the env's tools offered with every request
+        assert reward == pytest.approx(engine.reward)
+        segments[schemas] = _segment(server, session.id)
+    seg = segments[False]
+    ids, mask, logprobs = _upto_last_turn(engine)
+    assert seg.token_ids == ids and seg.loss_mask == mask and seg.logprobs == logprobs
+    assert seg.turn_spans == engine.turn_spans and seg.prompt_length == engine.prompt_length
+    assert seg.tools == [] and seg.offered and seg.tool_calls == 3 and seg.format_errors == 0
+    shown = segments[True]
+    assert shown.prompt_length > seg.prompt_length and shown.tools and shown.tool_calls == 3
+    assert "\"parameters\"" in chatml_tokenizer.decode(shown.token_ids[:shown.prompt_length])  # the schema
+    assert "\"parameters\"" not in chatml_tokenizer.decode(seg.token_ids[:seg.prompt_length])
 
 
 def test_the_servers_stops_join_a_chat_requests_but_not_a_raw_completion(serve, kit, tiny_model, chatml_tokenizer):

@@ -49,6 +49,15 @@ AGENTS = textwrap.dedent('''
     def prefilled(task_row, base_url, api_key):
         return 1.0 if _ask(base_url, api_key, "Say something.").startswith("Answer: a") else 0.0
 
+    TOOL = {"type": "function", "function": {"name": "shout", "description": "Shout a word.",
+            "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}}}
+
+    def with_tools(task_row, base_url, api_key):
+        c = OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+        c.chat.completions.create(model=c.models.list().data[0].id, tools=[TOOL],
+                                  messages=[{"role": "user", "content": "Say something."}])
+        return 1.0
+
     def mixed(task_row, base_url, *, api_key):
         mode = task_payload(task_row)["mode"]
         if mode == "ok":
@@ -206,6 +215,25 @@ def test_a_format_prefill_is_written_by_the_server_and_read_back_by_the_agent(tm
         assert t.prompt_length == start - len(prefix)
     with pytest.raises(Exception, match="`source.target` of the agent source must be 'pkg.module:function'"):
         _config(tmp_path, source={"name": "agent", "target": "just_a_name"})
+
+
+@pytest.mark.parametrize("shown", [False, True])
+def test_serving_tools_false_hides_the_agents_tool_schemas_from_the_policy(tmp_path, agents_file, chatml_tokenizer,
+                                                                           shown):
+    """`serving.tools: false` with an agent: the tools it offers are not in the prompt the
+    policy reads (as the built-in loop renders it under ``SystemPrompt(tools=False)``)."""
+    config = _config(tmp_path, source={"name": "agent", "target": f"{agents_file}:with_tools"},
+                     serving={"tools": shown, "max_new_tokens": 4}, group_size=2)
+    trainer = GRPOTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
+                          env=VowelEnv, train_tasks=[{"id": "t0"}], val_tasks=[])
+    try:
+        assert trainer.source.config.tool_schemas is shown
+        trajs = trainer.source.collect([{"id": "t0"}], seed=0)
+    finally:
+        trainer.close()
+    for traj in trajs:
+        prompt = chatml_tokenizer.decode(traj.token_ids[:traj.prompt_length])
+        assert traj.reward == 1.0 and ("Shout a word." in prompt) is shown and bool(traj.tools) is shown
 
 
 def test_an_http_agent_endpoint_gets_the_row_and_its_session_url(tiny_model, chatml_tokenizer):

@@ -183,6 +183,9 @@ class AgentSourceConfig:
     assistant_prefix: str = ""
     """A format prefill: the server starts every chat turn with it (context, not trained), and
     the agent reads it back as part of the turn (``ServeConfig.assistant_prefix``)."""
+    tool_schemas: bool = True
+    """``False`` (``serving.tools: false``): the tools an agent offers are parsed from the
+    replies but not shown in the policy's prompt (``ServeConfig.tool_schemas``)."""
     time_budget_s: float = DEFAULT_AGENT_TIME_BUDGET_S
     """Wall-clock seconds an episode may take; past it the episode fails."""
     failure_reward: float = 0.0
@@ -254,7 +257,8 @@ class AgentRolloutSource(RolloutSource):
                               "pass it to the client: OpenAI(base_url=base_url, api_key=api_key)")
         c = self.config
         serve = ServeConfig(model_name=c.model_name, max_new_tokens=c.sampling.max_new_tokens,
-                            assistant_prefix=c.assistant_prefix, max_context_tokens=c.max_context_tokens,
+                            assistant_prefix=c.assistant_prefix, tool_schemas=c.tool_schemas,
+                            max_context_tokens=c.max_context_tokens,
                             sampling=c.sampling, seed=c.seed,
                             closed_session_ttl_s=None)  # collect() pops every session itself
         self.service = PolicyService(sampler, tokenizer, serve)
@@ -413,6 +417,7 @@ def make_agent_source(config: Any, options: AgentOptions, sampler: Sampler, toke
     context = min(config.episode.max_tokens, limit) if limit else config.episode.max_tokens
     return AgentRolloutSource(options.target, sampler, tokenizer, AgentSourceConfig(
         group_size=rc.group_size, sampling=rc.sampling, assistant_prefix=config.serving.assistant_prefix,
+        tool_schemas=config.serving.tools,
         time_budget_s=budget, failure_reward=low,
         segments=options.segments, max_context_tokens=context, model_name=config.model,
         seed=config.seed, success_threshold=threshold,
