@@ -433,7 +433,9 @@ class PolicyService:
         try:
             _check_result(result)
             content, _ = self.capture.turn_text(result.token_ids)
-            turn_no = session.num_turns if session is not None else 0
+            # call ids unique within a conversation (the i-th assistant turn's calls are call_<i>_<k>), so a
+            # client that pairs calls and results by id across turns never sees one twice
+            turn_no = session.num_turns if session is not None else sum(m["role"] == "assistant" for m in req.messages)
             # A turn cut off by max_tokens returns no tool calls: a call in it may be cut too.
             choice = "none" if result.finish_reason == "length" else req.tool_choice
             reply, key, calls = assistant_reply(content, req.tools, choice, f"call_{turn_no}_")

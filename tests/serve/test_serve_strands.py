@@ -41,6 +41,25 @@ def test_strands_agent_history_extends_its_session_token_exactly(serve, kit, tin
     assert len(tool_turns) == 2 and tool_turns[0]["name"] == "guess_word"
 
 
+def test_without_a_session_each_turns_calls_get_their_own_ids(serve, kit, tiny_model, chatml_tokenizer):
+    """On the sessionless ``/v1`` route the server keeps no history, yet a conversation's call
+    ids never repeat (a client may pair calls and results by id): the Strands example plays
+    there as on a session, and an openai client sees ``call_<turn>_<k>``."""
+    server = serve(kit.ForcedSampler(tiny_model, chatml_tokenizer, REPLIES * 2), chatml_tokenizer)
+    reward = _example().run({"prompt": json.dumps({"answer": "paste", "id": "t"})}, server.url + "/v1",
+                            api_key=server.api_key)
+    assert reward == pytest.approx(1.35)
+    c = kit.client(server.url + "/v1", server.api_key)
+    tools = [{"type": "function", "function": {"name": "guess_word", "parameters": {"type": "object"}}}]
+    messages, ids = [{"role": "user", "content": "Play."}], []
+    for _ in range(3):
+        msg = c.chat.completions.create(model=kit.MODEL, messages=messages, tools=tools).choices[0].message
+        ids += [call.id for call in msg.tool_calls]
+        messages += [msg.model_dump(exclude_none=True),
+                     *({"role": "tool", "tool_call_id": call.id, "content": "ok"} for call in msg.tool_calls)]
+    assert ids == ["call_0_0", "call_1_0", "call_2_0"]
+
+
 @pytest.mark.slow
 def test_two_grpo_steps_of_the_strands_example_on_smollm2(tmp_path):
     from mtrl_gym.cli import main
