@@ -17,8 +17,9 @@ with the prefill, so a model trained to continue ``<tool_call>{"name": "guess_wo
 answers with that call (native ``tool_calls`` when the request offers the tool), and a model
 trained reading no tool schemas (``tools: false``) gets none in its prompt, whatever tools a
 request offers (they are still parsed from its replies). ``POST /admin/reload`` swaps the
-weights and keeps these settings. What the model read, its system prompt and observation
-wrappers, is the client's to send; the server prints what the training run used.
+weights and keeps these settings (its response warns when the new adapter was trained with
+others). What the model read, its system prompt and observation wrappers, is the client's to
+send; the server prints what the training run used.
 
 Every request needs the server's key as ``Authorization: Bearer <key>`` (the OpenAI
 client's ``api_key``): ``--api-key``, else ``$MTRL_GYM_API_KEY``, else a random key printed

@@ -104,6 +104,8 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
         plain = _post(url + "/v1/completions", "k-test", {"model": "tiny", "prompt": "Guess", "max_tokens": 3,
                                                            "return_token_ids": True})
         assert plain["choices"][0]["prompt_token_ids"] == tokenizer.encode("Guess", add_special_tokens=False)
+        reloaded = _post(url + "/admin/reload", "k-test", {"adapter_path": str(adapter), "version": 1})
+        assert reloaded == {"adapter_path": str(adapter), "version": 1}  # served as trained: nothing to say
     finally:
         _stop(proc)
 
@@ -119,6 +121,9 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
         offered = _post(url + "/v1/chat/completions", "k-test", {"model": "tiny", "messages": messages, "seed": 0,
                                                                  "tools": [GUESS_TOOL], "return_token_ids": True})
         assert "guess_word" in tokenizer.decode(offered["prompt_token_ids"])
+        warning, = _post(url + "/admin/reload", "k-test", {"adapter_path": str(adapter), "version": 2})["warnings"]
+        assert f"stop [] (trained: ['\"']); max_new_tokens 3 (trained: 6); tool_schemas True (trained: False)" in warning
+        assert "assistant_prefix '' (trained: '<tool_call>" in warning and "restart it with --adapter" in warning
     finally:
         _stop(proc)
 
