@@ -32,6 +32,7 @@ only its session); ``GET /sessions/<id>`` shows the recorded tokens, and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -149,6 +150,27 @@ def adapter_serving(args, log=None) -> dict:
     return {**out, **given}
 
 
+def unlike_training(config, adapter_path: str) -> list[str]:
+    """How ``config``'s (a ServeConfig) prefill, stop strings, turn length and tool schemas
+    differ from those the run that wrote ``adapter_path`` was trained with (empty: they agree,
+    or no run is found beside it, as for the folders a trainer pushes to ``/admin/reload``)."""
+    from mtrl_gym.error import ConfigError
+    from mtrl_gym.evaluation.serving import training_serving
+
+    try:
+        found = training_serving(adapter_path)
+    except ConfigError as e:
+        return [f"its training run's settings could not be read ({e})"]
+    if found is None:
+        return []
+    trained = found[0]
+    pairs = {"assistant_prefix": (config.assistant_prefix, trained["assistant_prefix"]),
+             "stop": (list(config.stop), list(trained["stop"])),
+             "max_new_tokens": (config.max_new_tokens, trained["max_new_tokens"]),
+             "tool_schemas": (config.tool_schemas, bool(trained["tools"]))}
+    return [f"{k} {served!r} (trained: {was!r})" for k, (served, was) in pairs.items() if served != was]
+
+
 def _as_flag(field: str, value):
     """A setting as its flag writes it: ``stop`` a list, ``tool_schemas`` on/off."""
     if field == "stop":
@@ -184,6 +206,7 @@ def run(args) -> int:
     config = serve_config(args)
     sampler, tokenizer = build_sampler(args)
     service = PolicyService(sampler, tokenizer, config)
+    service.reload_warnings = functools.partial(unlike_training, config)
     server = PolicyServer(service, host=args.host, port=args.port, log_level="info", public_url=args.public_url)
     server.start()
     print(f"mtrl-gym serve: {config.model_name!r} at {server.public_url}/v1 (sessions: POST "

@@ -38,7 +38,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,6 +186,9 @@ class PolicyService:
         self.renderer = ChatRenderer(tokenizer, tools_in_template=self.config.tools_in_template,
                                      end_token_ids=sorted(ends))
         self.capture = ChatCapture(self.renderer, self.config.assistant_prefix, self.config.tool_schemas)
+        self.reload_warnings: Callable[[str], list[str]] | None = None
+        """``adapter_path -> [difference, ...]``: how this server's settings differ from those the
+        adapter was trained with, for :meth:`reload_policy`'s response (None: not checked)."""
         self._sessions: dict[str, Session] = {}
         self._keys: dict[str, str] = {}  # session key -> session id
         self._closed: OrderedDict[str, float] = OrderedDict()  # closed session id -> when, oldest first
@@ -555,8 +558,8 @@ class PolicyService:
         tensors into its peft model, vLLM loads the adapter, the OpenAI sampler asks its
         upstream). A path or sampler that cannot be loaded is a 400 and the server keeps
         its weights; a failure while loading is a 500. The server keeps the settings it
-        started with; when the adapter's training run (found beside it) used others, the
-        response's ``warnings`` say which (:meth:`unlike_training`).
+        started with; when :attr:`reload_warnings` says the adapter was trained with others
+        (``mtrl-gym serve`` reads its training run), the response's ``warnings`` say which.
         """
         path, version = body.get("adapter_path"), body.get("version")
         if not isinstance(path, str) or not path:
@@ -575,30 +578,11 @@ class PolicyService:
             self.worker.resume()
         self.policy_version = version
         out: dict[str, Any] = {"adapter_path": path, "version": version}
-        unlike = self.unlike_training(path)
+        unlike = self.reload_warnings(path) if self.reload_warnings is not None else []
         if unlike:
             out["warnings"] = [f"served unlike its training run: {'; '.join(unlike)}. The server keeps the settings "
                                "it started with; restart it with --adapter to serve these weights as trained"]
         return out
-
-    def unlike_training(self, adapter_path: str) -> list[str]:
-        """How this server's prefill, stop strings, turn length and tool schemas differ from those
-        the run that wrote ``adapter_path`` was trained with (empty: they agree, or no run is
-        found beside it, as for the folders a trainer pushes)."""
-        from mtrl_gym.evaluation.serving import training_serving
-
-        try:
-            found = training_serving(adapter_path)
-        except ConfigError as e:
-            return [f"its training run's settings could not be read ({e})"]
-        if found is None:
-            return []
-        trained, c = found[0], self.config
-        pairs = {"assistant_prefix": (c.assistant_prefix, trained["assistant_prefix"]),
-                 "stop": (list(c.stop), list(trained["stop"])),
-                 "max_new_tokens": (c.max_new_tokens, trained["max_new_tokens"]),
-                 "tool_schemas": (c.tool_schemas, bool(trained["tools"]))}
-        return [f"{k} {served!r} (trained: {was!r})" for k, (served, was) in pairs.items() if served != was]
 
     def close(self) -> None:
         self.worker.close()
