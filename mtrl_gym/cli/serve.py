@@ -135,8 +135,7 @@ def adapter_serving(args, log=None) -> dict:
             "format prefill or stop strings unless --assistant-prefix / --stop say otherwise")
         return {**out, **given}
     trained, path = found
-    out = {k: trained[k] for k in ("max_new_tokens", "assistant_prefix", "stop")}
-    out["tool_schemas"] = bool(trained["tools"])
+    out = _served_as_trained(trained)
     text, wrappers = trained["system_prompt_text"], trained["wrappers"]
     prompt = "the env's" if text is None else "none" if text == "" else f"its own ({len(text)} characters)"
     schemas = "on" if out["tool_schemas"] else "off (a request's tools are parsed from the replies, not shown)"
@@ -163,12 +162,16 @@ def unlike_training(config, adapter_path: str) -> list[str]:
         return [f"its training run's settings could not be read ({e})"]
     if found is None:
         return []
-    trained = found[0]
-    pairs = {"assistant_prefix": (config.assistant_prefix, trained["assistant_prefix"]),
-             "stop": (list(config.stop), list(trained["stop"])),
-             "max_new_tokens": (config.max_new_tokens, trained["max_new_tokens"]),
-             "tool_schemas": (config.tool_schemas, bool(trained["tools"]))}
-    return [f"{k} {served!r} (trained: {was!r})" for k, (served, was) in pairs.items() if served != was]
+    trained = _served_as_trained(found[0])
+    return [f"{k} {_as_flag(k, getattr(config, k))!r} (trained: {_as_flag(k, was)!r})" for k, was in trained.items()
+            if getattr(config, k) != was]
+
+
+def _served_as_trained(trained: dict) -> dict:
+    """The server's settings (ServeConfig fields) that serve a training run's ``trained``
+    settings (:func:`mtrl_gym.evaluation.serving.training_serving`) as they were trained."""
+    return {"max_new_tokens": trained["max_new_tokens"], "assistant_prefix": trained["assistant_prefix"],
+            "stop": tuple(trained["stop"]), "tool_schemas": bool(trained["tools"])}
 
 
 def _as_flag(field: str, value):

@@ -122,8 +122,9 @@ def test_the_adapters_prefill_stop_and_turn_length_are_served_and_can_be_overrid
                                                                  "tools": [GUESS_TOOL], "return_token_ids": True})
         assert "guess_word" in tokenizer.decode(offered["prompt_token_ids"])
         warning, = _post(url + "/admin/reload", "k-test", {"adapter_path": str(adapter), "version": 2})["warnings"]
-        assert "stop [] (trained: ['\"']); max_new_tokens 3 (trained: 6); tool_schemas True (trained: False)" in warning
-        assert "assistant_prefix '' (trained: '<tool_call>" in warning and "restart it with --adapter" in warning
+        assert "max_new_tokens 3 (trained: 6); assistant_prefix '' (trained: '<tool_call>" in warning
+        assert "stop [] (trained: ['\"']); tool_schemas 'on' (trained: 'off')" in warning
+        assert "restart it with --adapter" in warning
     finally:
         _stop(proc)
 
