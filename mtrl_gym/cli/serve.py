@@ -154,7 +154,7 @@ def unlike_training(config, adapter_path: str) -> list[str]:
     differ from those the run that wrote ``adapter_path`` was trained with (empty: they agree,
     or no run is found beside it, as for the folders a trainer pushes to ``/admin/reload``)."""
     from mtrl_gym.error import ConfigError
-    from mtrl_gym.evaluation.serving import training_serving
+    from mtrl_gym.evaluation.serving import differences, training_serving
 
     try:
         found = training_serving(adapter_path)
@@ -163,8 +163,8 @@ def unlike_training(config, adapter_path: str) -> list[str]:
     if found is None:
         return []
     trained = _served_as_trained(found[0])
-    return [f"{k} {_as_flag(k, getattr(config, k))!r} (trained: {_as_flag(k, was)!r})" for k, was in trained.items()
-            if getattr(config, k) != was]
+    return [f"{k} {_as_flag(k, now)!r} (trained: {_as_flag(k, was)!r})"
+            for k, was, now in differences(trained, {k: getattr(config, k) for k in trained})]
 
 
 def _served_as_trained(trained: dict) -> dict:

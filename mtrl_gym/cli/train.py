@@ -328,7 +328,7 @@ def serve_command(model: str, adapter: Path) -> str:
     """A ready-to-paste ``mtrl-gym serve`` of ``adapter`` (its serving settings come from its run)."""
     import shlex
 
-    return " ".join(shlex.quote(p) for p in ["mtrl-gym", "serve", "--model", model, "--adapter", str(adapter)])
+    return shlex.join(["mtrl-gym", "serve", "--model", model, "--adapter", str(adapter)])
 
 
 def eval_command(config, adapter: Path) -> str:
@@ -339,4 +339,4 @@ def eval_command(config, adapter: Path) -> str:
     out = Path(config.output_dir) / "eval"
     parts = ["mtrl-gym", "eval", config.env, "--model", config.model, "--adapter", str(adapter),
              "--limit", "8", "-n", "1", "--out", str(out)]
-    return " ".join(shlex.quote(p) for p in parts)
+    return shlex.join(parts)
