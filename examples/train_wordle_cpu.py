@@ -27,12 +27,15 @@ differences, rather than being reused for a table these flags did not make (``re
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
    tokens only), for ``--sft-steps`` steps of 8 examples (no time cap unless
    ``--sft-minutes``: a slow machine gives the same table, later).
-   *A second round* (``--dagger GAMES`` or ``--expert-iteration GAMES``): the SFT model plays
-   full games on training words the demonstrations did not start from, and SFT continues from
-   its adapter for ``--round2-steps`` steps on those games and the demonstrations. DAgger: the
-   teacher labels every board the model reached (its own turns are context, without loss);
-   expert iteration: the model *with dictionary decoding* plays, and each game up to its first
-   guess that does not fit the clues is copied (``mtrl_gym.trainers.demos.learner_demos``).
+   *A second round* (``--dagger``, ``--expert-iteration`` or ``--distill GAMES``): the SFT
+   model plays full games on training words the demonstrations did not start from, and SFT
+   continues from its adapter for ``--round2-steps`` steps on those games and the
+   demonstrations. DAgger: the teacher labels every board the model reached (its own turns are
+   context, without loss); expert iteration: the model *with dictionary decoding* plays, and
+   each game up to its first guess that does not fit the clues is copied
+   (``mtrl_gym.trainers.demos.learner_demos``); distillation: the model with dictionary
+   decoding plays, and on every guess of its games the plain model learns to put its mass on
+   the tokens that continue an allowed word (``SFTConfig.distill``), not to copy the word.
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **A serving temperature, chosen on training words** (never the validation split): the
@@ -126,6 +129,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="expert iteration: after SFT the model *with dictionary decoding* plays GAMES full games on "
                         "training words at 1.0; each game up to its first guess that does not fit the clues becomes "
                         "SFT data for the plain model (--round2-steps more steps; default 0: off)")
+    p.add_argument("--distill", type=int, default=0, metavar="GAMES",
+                   help="distil the dictionary-decoded policy: after SFT the model *with dictionary decoding* plays "
+                        "GAMES full games on training words at 1.0, and SFT continues --round2-steps steps on the "
+                        "demonstrations and those games, where each guess token is scored by -log P(the tokens that "
+                        f"continue an allowed word) (the games weigh {DISTILL_REPEAT}x; default 0: off; measured in "
+                        "docs/training.md)")
     p.add_argument("--spelling", type=int, default=0, metavar="STEPS",
                    help="a spelling drill before SFT: STEPS steps of 8 conversations, each 25 answer words spelled out "
                         "in the serving format (default 0: none; measured in docs/training.md)")
@@ -158,14 +167,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a GRPOConfig field of the cpu-sft preset (repeatable)")
     args = p.parse_args(argv)
-    if args.dagger < 0 or args.expert_iteration < 0 or args.spelling < 0 or args.round2_steps < 1:
-        p.error("--dagger, --expert-iteration and --spelling take a number >= 0, --round2-steps a number >= 1")
+    if min(args.dagger, args.expert_iteration, args.distill, args.spelling) < 0 or args.round2_steps < 1:
+        p.error("--dagger, --expert-iteration, --distill and --spelling take a number >= 0, --round2-steps a "
+                "number >= 1")
     if args.spelling and args.guess_form == "word":
         p.error("--spelling drills the spelled-out form: give it with --guess-form spelled")
     if args.spelling_lr is not None and not args.spelling:
         p.error("--spelling-lr sets the spelling drill's learning rate: give --spelling STEPS too")
-    if args.dagger and args.expert_iteration:
-        p.error("--dagger and --expert-iteration each make the second round's data: give one of them")
+    if bool(args.dagger) + bool(args.expert_iteration) + bool(args.distill) > 1:
+        p.error("--dagger, --expert-iteration and --distill each make the second round's data: give one of them")
     # the short version's settings (docs/training.md measures them); a flag given still wins
     short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2,
              "guess_form": "spelled" if args.spelling else "word", "recap": False}
@@ -199,7 +209,7 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 
 STAGE_RECORD = "stage.json"
-STAGE_ORDER = ("demos/lexicon/boards.jsonl, spelling.jsonl, sft-spelling, sft, dagger/expert.jsonl, sft2, grpo, "
+STAGE_ORDER = ("demos/lexicon/boards.jsonl, spelling.jsonl, sft-spelling, sft, dagger/expert/distill.jsonl, sft2, grpo, "
                "temperature, eval-*")
 _REDO = ("use another --out, or delete {} and the stages after it (in this order: " + STAGE_ORDER + ") "
          "to make them again with these flags")
@@ -324,10 +334,13 @@ def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> l
 
 
 def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adapter: Path | None = None,
-               steps: int | None = None, learning_rate: float | None = None) -> tuple[Path, dict]:
+               steps: int | None = None, learning_rate: float | None = None,
+               distill: Sequence[Path] = ()) -> tuple[Path, dict]:
     """SFT on the demonstrations (from ``init_adapter``: a second round, ``steps`` long, at
-    ``learning_rate``, default ``--sft-lr``); returns the adapter folder and the run summary."""
+    ``learning_rate``, default ``--sft-lr``; with ``distill``, a constrained policy's games,
+    :data:`DISTILL_REPEAT` times); returns the adapter folder and the run summary."""
     config = SFTConfig(demos=[str(d) for d in demos], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
+                       distill=[str(d) for d in distill], distill_repeat=DISTILL_REPEAT if distill else 1,
                        max_steps=steps or args.sft_steps, max_minutes=args.sft_minutes,
                        init_adapter=None if init_adapter is None else str(init_adapter),
                        lora={"rank": 16, "alpha": 32, "layers": 12},
@@ -336,7 +349,8 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
                        autocast_dtype=reduced(args.precision),
                        micro_batch_tokens=args.micro_batch_tokens)
     done = out / "summary.json"
-    if reuse(out, _settings(config, "demos", "init_adapter"), [*demos, init_adapter]) and done.is_file() \
+    inputs = ("demos", "distill", "init_adapter") + (() if distill else ("distill_repeat",))  # as before distill
+    if reuse(out, _settings(config, *inputs), [*demos, *distill, init_adapter]) and done.is_file() \
             and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
         # the adapter by its place in the run folder: the summary's absolute path is stale in a moved --out
@@ -378,18 +392,24 @@ def spelling_drill(config: GRPOConfig, out: Path, rounds: int = 2) -> Path:
 
 
 LEARNER_TEMPERATURE = 0.5  # DAgger's games: near the temperature the short version recommends
+#: Times each ``--distill`` game enters the second round's pool: 192 games of about six guesses
+#: then make about half of it beside the short version's 800 demonstrations (as measured).
+DISTILL_REPEAT = 4
 
 
 def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Namespace) -> Path:
     """The second round's data, from the SFT model's own games on training words the
     demonstrations did not start from (``--dagger``: every board it reached, labelled by the
     teacher; ``--expert-iteration``: its dictionary-decoded games, each up to its first guess
-    that does not fit the clues). Returns the file."""
+    that does not fit the clues; ``--distill``: its dictionary-decoded games whole, for
+    ``SFTConfig.distill``). Returns the file."""
     from mtrl_gym.envs.wordle.play_metrics import board_consistent, replay_game
     from mtrl_gym.trainers.demos import learner_demos, recorded_actions
 
-    n, relabel = (args.dagger, True) if args.dagger else (args.expert_iteration, False)
-    path = out / ("dagger.jsonl" if relabel else "expert.jsonl")
+    name, n = next((k, v) for k, v in (("dagger", args.dagger), ("expert", args.expert_iteration),
+                                        ("distill", args.distill)) if v)
+    relabel = name == "dagger"
+    path = out / f"{name}.jsonl"
     train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
                                 val_size=config.val_size, split_seed=config.split_seed)
     start = args.demos % len(train)  # the short version's games use the first 160 words
@@ -403,7 +423,6 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
     if reuse(path, {"relabel": relabel, "temperature": temperature, "tasks": [row["id"] for row in rows],
                     "labels": demo.to_dict()}, [adapter]):
         return path
-    name = "dagger" if relabel else "expert"
     games(config, out / f"{name}-games", name, str(adapter), temperature, constrained=not relabel,
           precision=args.precision, tasks=rows)
     by_id = {row["id"]: row for row in rows}
@@ -411,7 +430,7 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
     for record in read_records(out / f"{name}-games" / "trajectories" / f"{name}.jsonl"):
         row = by_id[record["task_id"]]
         actions = recorded_actions(record)
-        if not relabel:  # the game up to its first guess that does not fit the board
+        if name == "expert":  # the game up to its first guess that does not fit the board
             turns, _ = replay_game(row["answer"], actions)
             keep = next((i for i, t in enumerate(turns) if t.repeated or not board_consistent(t.guess, t.board)),
                         len(turns))
@@ -557,13 +576,14 @@ def main() -> None:
                        "seconds": sft_summary["seconds"] + drill_summary["seconds"]}
     memory.release()
     first_adapter = sft_adapter
-    if args.dagger or args.expert_iteration:
+    if args.dagger or args.expert_iteration or args.distill:
         with peaks("learner data"):
             extra = learner_data(preset, out, sft_adapter, args)
         memory.release()
         with peaks("SFT, round 2"):
-            sft_adapter, round2 = supervised([*demos, extra], out / "sft2", args, init_adapter=first_adapter,
-                                             steps=args.round2_steps)
+            sft_adapter, round2 = supervised(demos if args.distill else [*demos, extra], out / "sft2", args,
+                                             init_adapter=first_adapter, steps=args.round2_steps,
+                                             distill=[extra] if args.distill else ())
         sft_summary = {**sft_summary, "round2": round2, "seconds": sft_summary["seconds"] + round2["seconds"]}
         print(f"SFT round 2 on {extra}: {round2['steps']} steps in {round2['seconds'] / 60:.1f} min -> {sft_adapter}",
               flush=True)

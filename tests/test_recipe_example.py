@@ -152,9 +152,9 @@ def test_the_table_gives_intervals_and_no_valid_guess(recipe):
     assert "| yellows used (random word) | no such turn |" in none
 
 
-@pytest.mark.parametrize("relabel", [True, False])
+@pytest.mark.parametrize("flag", ["--dagger", "--expert-iteration", "--distill"])
 def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at_the_first_misfit(
-        recipe, monkeypatch, tmp_path, relabel):
+        recipe, monkeypatch, tmp_path, flag):
     import json
 
     from mtrl_gym.envs.wordle import game
@@ -194,27 +194,31 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
 
     monkeypatch.setattr(recipe, "games", fake_games)
     monkeypatch.setattr(demos_module, "learner_demos", fake_learner_demos)
-    args = recipe.parse_args(["--short", "--dagger" if relabel else "--expert-iteration", "24", "--precision",
-                              "bfloat16"])
+    relabel = flag == "--dagger"
+    args = recipe.parse_args(["--short", flag, "24", "--precision", "bfloat16"])
     adapter = tmp_path / "sft" / "adapter"
     adapter.mkdir(parents=True)
     (adapter / "adapter_model.safetensors").write_text("weights")
     path = recipe.learner_data(config, tmp_path, adapter, args)
-    assert path.name == ("dagger.jsonl" if relabel else "expert.jsonl") and path.is_file()
+    assert path.name == {"--dagger": "dagger.jsonl", "--expert-iteration": "expert.jsonl",
+                         "--distill": "distill.jsonl"}[flag] and path.is_file()
     ((temperature, constrained, rows),) = played
     assert (temperature, constrained) == ((recipe.LEARNER_TEMPERATURE, False) if relabel else (1.0, True))
     assert rows == train[160:184]  # after the 160 games' words, before the temperature's last 16 and never val
     assert not {r["id"] for r in rows} & {r["id"] for r in train[-16:] + val}
-    ((flag, games),) = made
-    assert flag is relabel and [row for row, _ in games] == rows
-    # DAgger keeps every turn (the teacher labels them all); expert iteration the turns before the misfit
-    assert all(len(actions) == (4 if relabel else 2) for _, actions in games)
+    ((relabelled, games),) = made
+    assert relabelled is relabel and [row for row, _ in games] == rows
+    # DAgger keeps every turn (the teacher labels them all), and distillation (every state of the constrained
+    # policy counts); expert iteration the turns before the misfit
+    assert all(len(actions) == (2 if flag == "--expert-iteration" else 4) for _, actions in games)
     assert recipe.learner_data(config, tmp_path, adapter, args) == path and len(played) == 1  # made: reused
     (adapter / "adapter_model.safetensors").write_text("another SFT")
     with pytest.raises(SystemExit, match="adapter is not the one it was made from"):
         recipe.learner_data(config, tmp_path, adapter, args)
-    with pytest.raises(SystemExit):
-        recipe.parse_args(["--dagger", "8", "--expert-iteration", "8"])
+    for pair in (["--dagger", "8", "--expert-iteration", "8"], ["--distill", "8", "--expert-iteration", "8"],
+                 ["--distill", "-1"]):
+        with pytest.raises(SystemExit):
+            recipe.parse_args(pair)
 
 
 def test_the_spelling_drill_spells_every_answer_word_twice_in_the_serving_format(recipe, monkeypatch, tmp_path,
@@ -392,6 +396,20 @@ def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(r
     demos.write_text('{"task_id": "b"}\n')
     with pytest.raises(SystemExit, match=r"demos.jsonl is not the one it was made from"):
         recipe.supervised([demos], tmp_path / "moved" / "sft", args)
+    # a round without distillation records no distillation setting, so folders made before it still match
+    assert not any("distill" in key for key in json.loads((tmp_path / "moved" / "sft" / "stage.json").read_text())[
+        "settings"])
+    # --distill: the constrained policy's games go to SFTConfig.distill, weighted, beside the demonstrations
+    games = tmp_path / "distill.jsonl"
+    games.write_text('{"task_id": "c"}\n')
+    recipe.supervised([demos], tmp_path / "sft2", args, init_adapter=moved, steps=32, distill=[games])
+    assert configs[-1].distill == [str(games)] and configs[-1].distill_repeat == recipe.DISTILL_REPEAT
+    assert configs[-1].demos == [str(demos)] and trained[-1] == "sft2"
+    recipe.supervised([demos], tmp_path / "sft2", args, init_adapter=moved, steps=32, distill=[games])
+    assert trained.count("sft2") == 1  # reused
+    games.write_text('{"task_id": "d"}\n')
+    with pytest.raises(SystemExit, match=r"distill.jsonl is not the one it was made from"):
+        recipe.supervised([demos], tmp_path / "sft2", args, init_adapter=moved, steps=32, distill=[games])
 
 
 @pytest.mark.slow

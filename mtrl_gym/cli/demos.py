@@ -10,7 +10,8 @@ evaluated in. The val split is refused.
 on *training* tasks (a record of any other task is refused). ``--relabel`` is DAgger: the
 reference policy labels every board the model reached; without it, the model's solved games
 are copied whole (expert iteration: evaluate with ``--constrained`` to copy a dictionary-decoded
-policy's wins into the plain model).
+policy's wins into the plain model); ``--all-games`` copies every game whole, solved or not (a
+dictionary-decoded policy's games for ``mtrl-gym sft --distill``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def register(sub) -> None:
     p.add_argument("--relabel", action="store_true",
                    help="with --learner: DAgger, the reference policy labels every board the model reached "
                         "(default: copy the model's solved games whole)")
+    p.add_argument("--all-games", action="store_true",
+                   help="with --learner: copy every game whole, solved or not (a dictionary-decoded policy's games, "
+                        "for `mtrl-gym sft --distill`)")
     p.add_argument("--seed", type=int, default=0, help="base reset seed (episode i resets with seed + i; default 0)")
     p.add_argument("--out", required=True, help="output JSONL file")
     p.set_defaults(func=run)
@@ -76,9 +80,12 @@ def run(args) -> int:
         serving["wrappers"] = [*serving.get("wrappers", []), *views]
     config = DemoConfig(**values, policy=args.policy, policy_kwargs=policy_kwargs, num_episodes=args.num_episodes,
                         split=args.split, max_turns=args.max_turns, seed=args.seed)
-    if args.relabel and not args.learner:
-        raise ConfigError("--relabel labels a model's games: give them with --learner RECORDS")
-    trajectories = make_demos(config) if not args.learner else learner_games(config, args.learner, args.relabel)
+    if (args.relabel or args.all_games) and not args.learner:
+        raise ConfigError("--relabel and --all-games take a model's games: give them with --learner RECORDS")
+    if args.relabel and args.all_games:
+        raise ConfigError("--relabel labels every board of every game already; --all-games copies the games: give one")
+    trajectories = make_demos(config) if not args.learner else \
+        learner_games(config, args.learner, args.relabel, every=args.all_games)
     path = write_demos(trajectories, args.out, config)
     solved = sum(bool(t.metrics.get("success")) for t in trajectories)
     print(f"wrote {len(trajectories)} demonstrations to {path} ({solved} solved, "
@@ -86,9 +93,10 @@ def run(args) -> int:
     return 0
 
 
-def learner_games(config, path: str, relabel: bool):
+def learner_games(config, path: str, relabel: bool, *, every: bool = False):
     """:func:`~mtrl_gym.trainers.demos.learner_demos` of the evaluation records in ``path``,
-    each matched to its training task by ``task_id``; a record of another task is refused."""
+    each matched to its training task by ``task_id``; a record of another task is refused.
+    Without ``relabel``, the solved games only, or ``every`` game."""
     from mtrl_gym.error import ConfigError
     from mtrl_gym.evaluation import read_records
     from mtrl_gym.trainers.demos import learner_demos, recorded_actions, train_tasks
@@ -107,7 +115,7 @@ def learner_games(config, path: str, relabel: bool):
             raise ConfigError(f"--learner record of task {record.get('task_id')!r} is not a training task of "
                               f"{config.env} (split_seed {config.split_seed}): a model's games on evaluation "
                               "tasks must not become training data")
-        if not relabel and not record.get("success"):
+        if not relabel and not every and not record.get("success"):
             continue
         games.append((row, recorded_actions(record)))
     return learner_demos(config, games, relabel=relabel)

@@ -12,6 +12,10 @@ def register(sub) -> None:
     p = sub.add_parser("sft", help="supervised fine-tuning on demonstrations (mtrl-gym demos)",
                        description="Train a LoRA adapter on demonstration files, loss on assistant tokens only.")
     p.add_argument("--demos", action="append", required=True, help="demonstration JSONL file (repeatable)")
+    p.add_argument("--distill", action="append", default=[], metavar="FILE",
+                   help="games a constrained policy played (dictionary decoding), pooled with --demos: their tokens "
+                        "are scored by -log P(the tokens the constraint allows), not copied (repeatable; "
+                        "SFTConfig.distill)")
     p.add_argument("--config", default=None, help="an SFT config file (YAML/TOML)")
     p.add_argument("--out", default=None, help="run folder (default: runs/sft)")
     p.add_argument("--max-steps", type=int, default=None, help="optimiser steps")
@@ -31,6 +35,8 @@ def resolve_config(args):
     from mtrl_gym.trainers.sft.config import SFTConfig
 
     values = {"demos": args.demos}
+    if args.distill:
+        values["distill"] = args.distill
     if args.out:
         values["output_dir"] = args.out
     if args.max_steps is not None:

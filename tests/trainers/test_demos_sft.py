@@ -261,9 +261,11 @@ def test_sft_resume_takes_the_saved_settings_and_a_mismatch_is_a_clear_error(tmp
     SFTTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                demos=demos).train()
     run = str(tmp_path / "sft")
-    args = argparse.Namespace(demos=["d.jsonl"], out=None, max_steps=4, max_minutes=None, config=None,
+    args = argparse.Namespace(demos=["d.jsonl"], distill=[], out=None, max_steps=4, max_minutes=None, config=None,
                               resume=run, overrides=[])
     resumed = resolve_config(args)  # `mtrl-gym sft --demos d.jsonl --resume RUN --max-steps 4`
+    assert resumed.distill == [] and resolve_config(argparse.Namespace(**{
+        **vars(args), "resume": None, "distill": ["g.jsonl"]})).distill == ["g.jsonl"]  # --distill g.jsonl
     assert (resumed.lora.rank, resumed.lora.layers, resumed.output_dir, resumed.max_steps) == (4, 1, run, 4)
     wrong = dataclasses.replace(resumed, lora=dataclasses.replace(resumed.lora, rank=8, alpha=16, layers=None))
     with pytest.raises(ConfigError, match="does not fit this run's model and LoRA set-up"):

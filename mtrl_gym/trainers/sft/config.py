@@ -39,6 +39,18 @@ class SFTConfig(ConfigBase):
 
     demos: list[str] = field(default_factory=list)
     """Demonstration files (trajectory JSONL from ``mtrl-gym demos``); their sequences are pooled."""
+    distill: list[str] = field(default_factory=list)
+    """Games a *constrained* policy played (dictionary decoding, ``serving.constrained``), as
+    demonstration files (e.g. :func:`mtrl_gym.trainers.demos.learner_demos` of its evaluation
+    records), pooled with ``demos``. Their assistant tokens are not copied: each is scored by
+    ``-log P(every token the constraint allows there)``, the KL divergence from the constrained
+    policy (this model masked to the env's action vocabulary and renormalised) to this model, on
+    the constrained policy's own states. It moves the model's mass onto tokens that continue an
+    allowed action and leaves the choice among them to the model (measured on Wordle in
+    docs/training.md). The constraint is the env's action vocabulary followed by the serving
+    settings' first stop string, as in dictionary decoding."""
+    distill_repeat: int = 1
+    """How many times each ``distill`` game enters the pool (its weight beside ``demos``)."""
     output_dir: str = "runs/sft"
     """Run folder: resolved config, checkpoints (the adapter), metrics.jsonl, summary."""
     run_name: str | None = None
@@ -102,8 +114,11 @@ class SFTConfig(ConfigBase):
         if isinstance(self.demos, (str, os.PathLike)):
             self.demos = [str(self.demos)]
         self.demos = [str(d) for d in self.demos]
+        if isinstance(self.distill, (str, os.PathLike)):
+            self.distill = [str(self.distill)]
+        self.distill = [str(d) for d in self.distill]
         super().__post_init__()
-        for name in ("batch_size", "micro_batch_tokens", "log_every"):
+        for name in ("batch_size", "micro_batch_tokens", "log_every", "distill_repeat"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"`{name}` must be an integer >= 1, got {value!r}")

@@ -6,6 +6,8 @@ every trajectory with assistant tokens into a
 tokens up to the last target, the positions that predict a target, the targets).
 :class:`DemoStream` hands out batches: each epoch is a permutation seeded by
 ``(seed, epoch)``, and its state (epoch, position) is saved in checkpoints.
+:func:`distill_targets` gives, for the games of a constrained policy (``SFTConfig.distill``),
+the tokens its constraint allows at each target.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from mtrl_gym.error import ConfigError
 from mtrl_gym.trainers.grpo.batching import TrainSequence, build_sequence
 from mtrl_gym.rollout.trajectory import Trajectory, iter_jsonl
 
-__all__ = ["load_demonstrations", "demo_sequences", "DemoStream"]
+__all__ = ["load_demonstrations", "demo_sequences", "distill_targets", "DemoStream"]
 
 
 def load_demonstrations(paths: Sequence[str | os.PathLike]) -> list[Trajectory]:
@@ -38,10 +40,12 @@ def load_demonstrations(paths: Sequence[str | os.PathLike]) -> list[Trajectory]:
     return out
 
 
-def demo_sequences(trajectories: Sequence[Trajectory], *, vocab_size: int | None = None) -> list[TrainSequence]:
-    """One train sequence per trajectory with assistant tokens (targets = ``loss_mask == 1``)."""
+def demo_sequences(trajectories: Sequence[Trajectory], *, vocab_size: int | None = None,
+                   start: int = 0) -> list[TrainSequence]:
+    """One train sequence per trajectory with assistant tokens (targets = ``loss_mask == 1``),
+    each indexed by its trajectory's position (plus ``start``)."""
     seqs = []
-    for i, t in enumerate(trajectories):
+    for i, t in enumerate(trajectories, start):
         if vocab_size is not None and t.token_ids and max(t.token_ids) >= vocab_size:
             raise ConfigError(f"demonstration {i} ({t.task_id!r}) has token id {max(t.token_ids)} >= the model's "
                               f"vocabulary size {vocab_size}: it was made with another tokenizer")
@@ -51,6 +55,34 @@ def demo_sequences(trajectories: Sequence[Trajectory], *, vocab_size: int | None
     if not seqs:
         raise ConfigError("the demonstration files hold no assistant tokens to train on")
     return seqs
+
+
+def distill_targets(trajectory: Trajectory, constraint: Any) -> list[list[int]]:
+    """For each target of ``trajectory``'s train sequence (its ``loss_mask == 1`` tokens after
+    the first), the token ids ``constraint`` (a
+    :class:`~mtrl_gym.rollout.constraint.CompletionConstraint`) allows there, given the turn's
+    tokens before it. ConfigError when a turn is not one of the constraint's completions (a
+    game not played under it, or in another serving format): distillation trains toward the
+    constrained policy, so every target must be a state that policy could reach."""
+    spans = sorted(trajectory.turn_spans)
+    out: list[list[int]] = []
+    turn = 0
+    for p, m in enumerate(trajectory.loss_mask):
+        if not m or p == 0:
+            continue
+        while turn < len(spans) and spans[turn][1] <= p:
+            turn += 1
+        if turn == len(spans) or p < spans[turn][0]:
+            raise ConfigError(f"distillation game {trajectory.task_id!r}: token {p} is a target outside every "
+                              "assistant turn; distil only games made by `learner_demos` or `mtrl-gym demos`")
+        start = spans[turn][0]
+        allowed = constraint.allowed_next(trajectory.token_ids[start:p])
+        if allowed is None or trajectory.token_ids[p] not in allowed:
+            raise ConfigError(f"distillation game {trajectory.task_id!r}: its turn {turn + 1} is not an action the "
+                              f"constraint ({constraint!r}) allows: distil only games played with dictionary decoding "
+                              "(serving.constrained), in the serving format of this run")
+        out.append(allowed)
+    return out
 
 
 class DemoStream:

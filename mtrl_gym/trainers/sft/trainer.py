@@ -5,6 +5,9 @@ demonstrations (:class:`~mtrl_gym.trainers.sft.data.DemoStream`), cut them into
 micro-batches (the GRPO layouts, shared-prefix packing included), compute the token
 cross-entropy of the assistant tokens (:func:`~mtrl_gym.trainers.sft.loss.sft_loss`,
 divided by the whole batch's target count so accumulation is exact), clip, AdamW step.
+The games of ``config.distill`` (a constrained policy's) join the pool, their targets scored
+by ``-log P(allowed)`` instead of cross-entropy (distillation of that policy; the loss module
+says why).
 
 Reused from the GRPO trainer: model loading (``factory.load_model``), LoRA
 (``policy.prepare_policy``), optimiser and schedule, checkpoints and exact resume
@@ -15,7 +18,8 @@ bar. The result is a checkpoint folder whose ``adapter/`` GRPO starts from
 Metrics per step: ``train/loss`` (mean cross-entropy per assistant token),
 ``train/token_accuracy`` (argmax = target), ``train/grad_norm``, ``train/lr``,
 ``train/targets``, ``throughput/tokens_per_s`` (token positions computed, per second),
-``throughput/target_tokens_per_s``, ``time/step_s``, ``data/epoch``.
+``throughput/target_tokens_per_s``, ``time/step_s``, ``data/epoch``; with ``distill``, also
+``train/distill_loss`` (mean ``-log P(allowed)`` of the distilled targets) and ``train/distilled``.
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ from mtrl_gym.trainers.grpo.tracking import RunRecorder, StepProgress, make_trac
 from mtrl_gym.rollout.serving import SERVING_FILE, ServingSettings
 from mtrl_gym.trainers.sft.config import SFTConfig
 from mtrl_gym.envs.external import refuse_training
-from mtrl_gym.trainers.sft.data import DemoStream, demo_sequences, load_demonstrations
-from mtrl_gym.trainers.sft.loss import sft_loss
+from mtrl_gym.trainers.sft.data import DemoStream, demo_sequences, distill_targets, load_demonstrations
+from mtrl_gym.trainers.sft.loss import AllowedTokens, sft_loss
 from mtrl_gym.rollout.trajectory import Trajectory
 
 __all__ = ["SFTTrainer"]
@@ -76,6 +80,8 @@ class SFTTrainer:
             raise ConfigError("pass both `model` and `tokenizer`, or neither (then config.model is loaded)")
         trajectories = demos if demos is not None else load_demonstrations(c.demos)  # refused before any model loads
         refuse_training(trajectories=trajectories, what="demonstration")
+        distilled = load_demonstrations(c.distill) if c.distill else []
+        refuse_training(trajectories=distilled, what="distillation game")
         if model is None:
             model, tokenizer = load_model(c)
         self.tokenizer = tokenizer
@@ -85,7 +91,12 @@ class SFTTrainer:
                                      gradient_checkpointing=c.gradient_checkpointing, seed=c.seed)
         self.device = next(self.policy.parameters()).device
         vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
-        self.data = DemoStream(demo_sequences(trajectories, vocab_size=vocab), c.batch_size, c.seed)
+        self._allowed_sets: list[torch.Tensor] = []  # distinct allowed-token sets of the distilled targets
+        self._distilled: dict[int, list[int]] = {}  # a distilled sequence's index -> its targets' sets
+        sequences = demo_sequences(trajectories, vocab_size=vocab) if trajectories or not distilled else []
+        if distilled:
+            sequences += self._distill_sequences(distilled, vocab, start=len(trajectories)) * c.distill_repeat
+        self.data = DemoStream(sequences, c.batch_size, c.seed)
         self.total_steps = self._total_steps()
         opt = c.optimizer
         self.optimizer = build_optimizer(self.policy, learning_rate=c.learning_rate, weight_decay=opt.weight_decay,
@@ -127,6 +138,46 @@ class SFTTrainer:
                 else ServingSettings()
         views = demo_view_wrappers(made)
         return serving.replace(wrappers=views) if views and not serving.wrappers else serving
+
+    def _distill_sequences(self, games: list[Trajectory], vocab: int | None, *, start: int) -> list:
+        """The train sequences of ``config.distill``'s games, and each target's allowed tokens
+        (:func:`~mtrl_gym.trainers.sft.data.distill_targets`) recorded by sequence index."""
+        from mtrl_gym.rollout.constraint import vocabulary_constraint
+
+        stop = self.serving().stop
+        if not stop:
+            raise ConfigError("`distill` needs a stop string in the serving settings: the constraint's allowed texts "
+                              "are the env's actions followed by it, as in dictionary decoding")
+        constraints: dict[str, Any] = {}
+        index: dict[tuple[int, ...], int] = {}
+        sequences = demo_sequences(games, vocab_size=vocab, start=start)
+        by_index = {seq.index: seq for seq in sequences}
+        for i, game in enumerate(games, start):
+            if i not in by_index:
+                continue
+            if game.env_id not in constraints:
+                constraints[game.env_id] = vocabulary_constraint(game.env_id, self.tokenizer, stop[0],
+                                                                 what=f"distillation game {game.task_id!r}")
+            sets = [index.setdefault(tuple(a), len(index)) for a in distill_targets(game, constraints[game.env_id])]
+            if len(sets) != by_index[i].num_targets:  # never expected: the two read the same loss mask
+                raise ConfigError(f"distillation game {game.task_id!r}: {len(sets)} allowed sets for "
+                                  f"{by_index[i].num_targets} targets")
+            self._distilled[i] = sets
+        self._allowed_sets = [torch.tensor(ids, dtype=torch.long) for ids in index]
+        return sequences
+
+    def _allowed(self, micro) -> AllowedTokens | None:
+        """The allowed tokens of a micro-batch's distilled targets, in its target order."""
+        rows, tokens, offset = [], [], 0
+        for seq in micro.sequences:
+            for t, k in enumerate(self._distilled.get(seq.index, ())):
+                ids = self._allowed_sets[k]
+                rows.append(torch.full((len(ids),), offset + t, dtype=torch.long))
+                tokens.append(ids)
+            offset += seq.num_targets
+        if not rows:
+            return None
+        return AllowedTokens(torch.cat(rows).to(self.device), torch.cat(tokens).to(self.device))
 
     def _total_steps(self) -> int:
         c = self.config
@@ -186,17 +237,20 @@ class SFTTrainer:
         denominator = float(max(sum(s.num_targets for s in batch), 1))
         lr = self.schedule.apply(self.optimizer)
         self.policy.train()
-        nll = 0.0
-        correct = count = slots = 0
+        nll = distill_nll = 0.0
+        correct = count = slots = distilled = 0
         for micro in micro_batches:
             on_device = micro.to(self.device)
             with autocast(self.device, self.autocast_dtype):
                 logits = target_logits(self.policy, on_device)
-            out = sft_loss(logits, micro.cat("targets").to(self.device), denominator=denominator)
+            out = sft_loss(logits, micro.cat("targets").to(self.device), denominator=denominator,
+                           allowed=self._allowed(micro) if self._distilled else None)
             out.loss.backward()
             nll += out.nll_sum
             correct += out.correct
             count += out.count
+            distill_nll += out.distill_nll
+            distilled += out.distill_count
             slots += micro.num_slots
         params = [p for p in trainable_parameters(self.policy) if p.grad is not None]
         norm = float(torch.nn.utils.clip_grad_norm_(params, c.optimizer.max_grad_norm or math.inf)) if params else 0.0
@@ -210,6 +264,8 @@ class SFTTrainer:
                    "train/micro_batches": float(len(micro_batches)),
                    "throughput/tokens_per_s": slots / seconds, "throughput/target_tokens_per_s": count / seconds,
                    "time/step_s": seconds, "data/epoch": self.data.epochs_done}
+        if self._distilled:  # -log P(allowed) of the distilled targets, and how many (part of loss and targets)
+            metrics.update({"train/distill_loss": distill_nll / max(distilled, 1), "train/distilled": float(distilled)})
         if self.step % c.log_every == 0 or self.step == self.total_steps:
             self.recorder.log(metrics, self.step)
         return metrics
