@@ -91,8 +91,7 @@ class SFTTrainer:
                                      gradient_checkpointing=c.gradient_checkpointing, seed=c.seed)
         self.device = next(self.policy.parameters()).device
         vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
-        self._allowed_sets: list[torch.Tensor] = []  # distinct allowed-token sets of the distilled targets
-        self._distilled: dict[int, list[int]] = {}  # a distilled sequence's index -> its targets' sets
+        self._distilled: dict[int, AllowedTokens] = {}  # a distilled sequence's index -> its targets' allowed tokens
         sequences = demo_sequences(trajectories, vocab_size=vocab) if trajectories or not distilled else []
         if distilled:
             sequences += self._distill_sequences(distilled, vocab, start=len(trajectories)) * c.distill_repeat
@@ -149,7 +148,6 @@ class SFTTrainer:
             raise ConfigError("`distill` needs a stop string in the serving settings: the constraint's allowed texts "
                               "are the env's actions followed by it, as in dictionary decoding")
         constraints: dict[str, Any] = {}
-        index: dict[tuple[int, ...], int] = {}
         sequences = demo_sequences(games, vocab_size=vocab, start=start)
         by_index = {seq.index: seq for seq in sequences}
         for i, game in enumerate(games, start):
@@ -158,22 +156,21 @@ class SFTTrainer:
             if game.env_id not in constraints:
                 constraints[game.env_id] = vocabulary_constraint(game.env_id, self.tokenizer, stop[0],
                                                                  what=f"distillation game {game.task_id!r}")
-            sets = [index.setdefault(tuple(a), len(index)) for a in distill_targets(game, constraints[game.env_id])]
-            if len(sets) != by_index[i].num_targets:  # never expected: the two read the same loss mask
-                raise ConfigError(f"distillation game {game.task_id!r}: {len(sets)} allowed sets for "
-                                  f"{by_index[i].num_targets} targets")
-            self._distilled[i] = sets
-        self._allowed_sets = [torch.tensor(ids, dtype=torch.long) for ids in index]
+            sets = distill_targets(game, constraints[game.env_id])  # one per target: both read the loss mask
+            self._distilled[i] = AllowedTokens(
+                torch.tensor([t for t, ids in enumerate(sets) for _ in ids], dtype=torch.long),
+                torch.tensor([token for ids in sets for token in ids], dtype=torch.long))
         return sequences
 
     def _allowed(self, micro) -> AllowedTokens | None:
-        """The allowed tokens of a micro-batch's distilled targets, in its target order."""
+        """The allowed tokens of a micro-batch's distilled targets, in its target order (each
+        sequence's, made once, shifted to where its targets start)."""
         rows, tokens, offset = [], [], 0
         for seq in micro.sequences:
-            for t, k in enumerate(self._distilled.get(seq.index, ())):
-                ids = self._allowed_sets[k]
-                rows.append(torch.full((len(ids),), offset + t, dtype=torch.long))
-                tokens.append(ids)
+            own = self._distilled.get(seq.index)
+            if own is not None:
+                rows.append(own.target + offset)
+                tokens.append(own.token)
             offset += seq.num_targets
         if not rows:
             return None
