@@ -35,7 +35,8 @@ differences, rather than being reused for a table these flags did not make (``re
    each game up to its first guess that does not fit the clues is copied
    (``mtrl_gym.trainers.demos.learner_demos``); distillation: the model with dictionary
    decoding plays, and on every guess of its games the plain model learns to put its mass on
-   the tokens that continue an allowed word (``SFTConfig.distill``), not to copy the word.
+   the tokens that continue an allowed word (``SFTConfig.distill``), not to copy the word;
+   with ``--distill-fitting``, a word that fits every clue so far (``SFTConfig.distill_fitting``).
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **A serving temperature, chosen on training words** (never the validation split): the
@@ -135,6 +136,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "demonstrations and those games, where each guess token is scored by -log P(the tokens that "
                         f"continue an allowed word) (the games weigh {DISTILL_REPEAT}x; default 0: off; measured in "
                         "docs/training.md)")
+    p.add_argument("--distill-fitting", action="store_true",
+                   help="with --distill: score each guess token by -log P(the tokens that continue a word fitting "
+                        "every clue so far) while the played guess still begins one (SFTConfig.distill_fitting; "
+                        "measured in docs/training.md)")
     p.add_argument("--spelling", type=int, default=0, metavar="STEPS",
                    help="a spelling drill before SFT: STEPS steps of 8 conversations, each 25 answer words spelled out "
                         "in the serving format (default 0: none; measured in docs/training.md)")
@@ -176,6 +181,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--spelling-lr sets the spelling drill's learning rate: give --spelling STEPS too")
     if bool(args.dagger) + bool(args.expert_iteration) + bool(args.distill) > 1:
         p.error("--dagger, --expert-iteration and --distill each make the second round's data: give one of them")
+    if args.distill_fitting and not args.distill:
+        p.error("--distill-fitting narrows what --distill GAMES scores: give --distill GAMES too")
     # the short version's settings (docs/training.md measures them); a flag given still wins
     short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2,
              "guess_form": "spelled" if args.spelling else "word", "recap": False}
@@ -335,12 +342,14 @@ def demonstrations(config: GRPOConfig, out: Path, args: argparse.Namespace) -> l
 
 def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adapter: Path | None = None,
                steps: int | None = None, learning_rate: float | None = None,
-               distill: Sequence[Path] = ()) -> tuple[Path, dict]:
+               distill: Sequence[Path] = (), fitting: bool = False) -> tuple[Path, dict]:
     """SFT on the demonstrations (from ``init_adapter``: a second round, ``steps`` long, at
     ``learning_rate``, default ``--sft-lr``; with ``distill``, a constrained policy's games,
-    :data:`DISTILL_REPEAT` times); returns the adapter folder and the run summary."""
+    :data:`DISTILL_REPEAT` times, toward the words that fit each board when ``fitting``);
+    returns the adapter folder and the run summary."""
     config = SFTConfig(demos=[str(d) for d in demos], output_dir=str(out), tracking={"tracker": args.tracker}, batch_size=8,
                        distill=[str(d) for d in distill], distill_repeat=DISTILL_REPEAT if distill else 1,
+                       distill_fitting=fitting,
                        max_steps=steps or args.sft_steps, max_minutes=args.sft_minutes,
                        init_adapter=None if init_adapter is None else str(init_adapter),
                        lora={"rank": 16, "alpha": 32, "layers": 12},
@@ -349,7 +358,8 @@ def supervised(demos: list[Path], out: Path, args: argparse.Namespace, init_adap
                        autocast_dtype=reduced(args.precision),
                        micro_batch_tokens=args.micro_batch_tokens)
     done = out / "summary.json"
-    inputs = ("demos", "distill", "init_adapter") + (() if distill else ("distill_repeat",))  # as before distill
+    inputs = ("demos", "distill", "init_adapter") + (() if distill else ("distill_repeat",)) \
+        + (() if fitting else ("distill_fitting",))  # the settings of runs made before these options
     if reuse(out, _settings(config, *inputs), [*demos, *distill, init_adapter]) and done.is_file() \
             and json.loads(done.read_text())["status"] == "FINISHED":
         summary = json.loads(done.read_text())
@@ -583,7 +593,8 @@ def main() -> None:
         with peaks("SFT, round 2"):
             sft_adapter, round2 = supervised(demos if args.distill else [*demos, extra], out / "sft2", args,
                                              init_adapter=first_adapter, steps=args.round2_steps,
-                                             distill=[extra] if args.distill else ())
+                                             distill=[extra] if args.distill else (),
+                                             fitting=args.distill_fitting)
         sft_summary = {**sft_summary, "round2": round2, "seconds": sft_summary["seconds"] + round2["seconds"]}
         print(f"SFT round 2 on {extra}: {round2['steps']} steps in {round2['seconds'] / 60:.1f} min -> {sft_adapter}",
               flush=True)

@@ -332,7 +332,7 @@ def test_a_stage_made_with_other_settings_or_inputs_is_not_reused(recipe, tmp_pa
         recipe.reuse(games, {"tasks": [f"wordle_train_{i:04d}" for i in range(160, 224)]})
 
 
-def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(recipe, monkeypatch, tmp_path):
+def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(recipe, capsys, monkeypatch, tmp_path):
     import json
 
     trained, resumed, configs = [], [], []
@@ -410,6 +410,19 @@ def test_sft_and_grpo_rerun_only_with_the_flags_and_inputs_they_were_made_with(r
     games.write_text('{"task_id": "d"}\n')
     with pytest.raises(SystemExit, match=r"distill.jsonl is not the one it was made from"):
         recipe.supervised([demos], tmp_path / "sft2", args, init_adapter=moved, steps=32, distill=[games])
+    assert not any("fitting" in key for key in json.loads((tmp_path / "sft2" / "stage.json").read_text())[
+        "settings"])  # a run without --distill-fitting records no such setting either
+    # --distill-fitting: the same games, scored toward the words that fit; another setting, so not reused
+    games.write_text('{"task_id": "c"}\n')
+    with pytest.raises(SystemExit, match=r"distill_fitting"):
+        recipe.supervised([demos], tmp_path / "sft2", args, init_adapter=moved, steps=32, distill=[games],
+                          fitting=True)
+    recipe.supervised([demos], tmp_path / "sft3", args, init_adapter=moved, steps=32, distill=[games], fitting=True)
+    assert configs[-1].distill_fitting is True and trained[-1] == "sft3"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        recipe.parse_args(["--short", "--distill-fitting"])
+    assert "give --distill GAMES too" in capsys.readouterr().err
 
 
 @pytest.mark.slow

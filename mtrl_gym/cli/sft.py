@@ -16,6 +16,9 @@ def register(sub) -> None:
                    help="games a constrained policy played (dictionary decoding), pooled with --demos: their tokens "
                         "are scored by -log P(the tokens the constraint allows), not copied (repeatable; "
                         "SFTConfig.distill)")
+    p.add_argument("--distill-fitting", action="store_true",
+                   help="narrow each --distill guess's allowed tokens to the actions that fit the board so far "
+                        "(Wordle: the answers consistent with every clue; SFTConfig.distill_fitting)")
     p.add_argument("--config", default=None, help="an SFT config file (YAML/TOML)")
     p.add_argument("--out", default=None, help="run folder (default: runs/sft)")
     p.add_argument("--max-steps", type=int, default=None, help="optimiser steps")
@@ -37,6 +40,8 @@ def resolve_config(args):
     values = {"demos": args.demos}
     if args.distill:
         values["distill"] = args.distill
+    if args.distill_fitting:
+        values["distill_fitting"] = True
     if args.out:
         values["output_dir"] = args.out
     if args.max_steps is not None:

@@ -94,6 +94,14 @@ class EnvProfile:
     """``fn() -> texts``: the closed set of values an action's free argument can take (Wordle:
     every allowed guess), for dictionary-constrained decoding (``RunSpec.constrained``);
     ``None``: the env has no closed vocabulary."""
+    fitting_actions: Callable[[Any], Sequence[Sequence[str] | None]] | None = None
+    """``fn(game) -> per turn``: for each assistant turn of a finished game (a
+    :class:`~mtrl_gym.rollout.trajectory.Trajectory`), the texts of the action's free argument
+    that fit everything the env had shown before that turn, written the way that turn wrote
+    its own (Wordle: the answers consistent with every clue so far); ``None`` for a turn where
+    any action of the vocabulary fits (before the first clue). Distillation toward fitting
+    actions (``SFTConfig.distill_fitting``) scores the guesses of a constrained policy's games
+    by it. ``None``: the env has no such notion."""
     secret: Callable[[Any], Any] | None = None
     """``fn(env) -> value`` read after reset: what the agent must not learn before the final step
     (Wordle: the answer word); a list names several. The test kit's ``leak`` check searches

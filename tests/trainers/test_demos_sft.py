@@ -261,7 +261,7 @@ def test_sft_resume_takes_the_saved_settings_and_a_mismatch_is_a_clear_error(tmp
     SFTTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer,
                demos=demos).train()
     run = str(tmp_path / "sft")
-    args = argparse.Namespace(demos=["d.jsonl"], distill=[], out=None, max_steps=4, max_minutes=None, config=None,
+    args = argparse.Namespace(demos=["d.jsonl"], distill=[], distill_fitting=False, out=None, max_steps=4, max_minutes=None, config=None,
                               resume=run, overrides=[])
     resumed = resolve_config(args)  # `mtrl-gym sft --demos d.jsonl --resume RUN --max-steps 4`
     assert resumed.distill == [] and resolve_config(argparse.Namespace(**{

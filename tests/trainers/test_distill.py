@@ -152,14 +152,15 @@ def test_sft_with_distill_moves_the_mass_onto_allowed_tokens_and_refuses_games_o
 @pytest.mark.slow
 def test_distillation_from_the_command_line_on_a_real_constrained_evaluation(tmp_path, capsys):
     """`mtrl-gym eval --constrained` of the real SmolLM2 on training words, `mtrl-gym demos
-    --learner --all-games`, then `mtrl-gym sft --distill` for a step."""
+    --learner --all-games`, then `mtrl-gym sft --distill` for a step, toward the vocabulary and
+    toward the words that fit (`--distill-fitting`)."""
     import json
 
     from mtrl_gym.cli import main
 
     ev = tmp_path / "ev"
     assert main(["eval", "--model", "smollm2-135m", "-n", "1", "--split", "train", "--limit", "2", "--constrained",
-                 "--assistant-prefix", PREFIX, "--stop", '"', "--max-tokens", "12", "--max-turns", "3",
+                 "--assistant-prefix", PREFIX, "--stop", '"', "--max-tokens", "12", "--max-turns", "6",
                  "--out", str(ev), "--quiet"]) == 0
     (records,) = (ev / "trajectories").glob("*.jsonl")
     games, demos = tmp_path / "games.jsonl", tmp_path / "demos.jsonl"
@@ -167,9 +168,8 @@ def test_distillation_from_the_command_line_on_a_real_constrained_evaluation(tmp
     solved_only = [json.loads(line) for line in games.read_text().splitlines()]
     assert main(["demos", "--config", "cpu-sft", "--learner", str(records), "--all-games", "--out", str(games)]) == 0
     rows = [json.loads(line) for line in games.read_text().splitlines()]
-    assert len(rows) == 2 and len(solved_only) < 2  # every game, not only the solved ones (3 turns rarely solve)
-    assert all(len(r["turn_spans"]) == 3 and sum(r["loss_mask"]) == sum(b - a for a, b in r["turn_spans"])
-               for r in rows)
+    assert len(rows) == 2 and len(solved_only) < 2  # every game, not only the solved ones (a 135M model rarely solves)
+    assert all(r["terminated"] and sum(r["loss_mask"]) == sum(b - a for a, b in r["turn_spans"]) for r in rows)
     assert main(["demos", "--config", "cpu-sft", "-n", "2", "--out", str(demos)]) == 0
     capsys.readouterr()
     run = tmp_path / "sft"
@@ -178,7 +178,98 @@ def test_distillation_from_the_command_line_on_a_real_constrained_evaluation(tmp
     (step,) = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"step"' in line]
     assert step["train/distilled"] > 0 and 0 < step["train/distill_loss"] < step["train/loss"] * 10
     assert (run / "checkpoints" / "step_000001" / "adapter").is_dir()
+    fitting = tmp_path / "sft-fitting"
+    assert main(["sft", "--demos", str(demos), "--distill", str(games), "--distill-fitting", "--out", str(fitting),
+                 "--max-steps", "1", "--set", "batch_size=4", "--set", "progress=false"]) == 0
+    (narrow,) = [json.loads(line) for line in (fitting / "metrics.jsonl").read_text().splitlines() if '"step"' in line]
+    # the same games and first batch, fewer tokens allowed after the first clue: -log P(allowed) can only rise
+    assert narrow["train/distilled"] == step["train/distilled"] and narrow["train/distill_loss"] > step["train/distill_loss"]
     for wrong in (["--relabel", "--all-games"], ["--all-games"]):
         learner = ["--learner", str(records)] if wrong[0] == "--relabel" else []
         assert main(["demos", "--config", "cpu-sft", *learner, *wrong, "--out", str(tmp_path / "x.jsonl")]) != 0
         assert "--all-games" in capsys.readouterr().err
+
+
+def _fitting_oracle(answer: str, guesses: list[str]) -> list[set[str] | None]:
+    """Per turn, the answers that give every earlier guess the feedback the secret gave it,
+    spelled out (computed here from the game's feedback function, not the env's candidates)."""
+    from mtrl_gym.envs.wordle.game import answers, feedback
+
+    out: list[set[str] | None] = [None]
+    for k in range(1, len(guesses)):
+        out.append({" ".join(a.upper()) for a in answers()
+                    if all(feedback(g, a) == feedback(g, answer) for g in guesses[:k])})
+    return out
+
+
+def test_fitting_guesses_are_the_answers_consistent_with_every_earlier_clue(chatml_tokenizer):
+    from mtrl_gym.envs.wordle.profile import fitting_guesses
+
+    words = ["crane", "sloth", "pious", "lemon", "irate", "slate"]  # six misses: the game ends
+    (game,) = learner_demos(_config(), [(ROWS[0], _spelled(*words))], relabel=False, tokenizer=chatml_tokenizer)
+    fitting = fitting_guesses(game)
+    expected = _fitting_oracle(ROWS[0]["answer"], words)
+    assert [None if f is None else set(f) for f in fitting] == expected
+    assert all(" ".join(ROWS[0]["answer"].upper()) in f for f in expected[1:])  # the secret always fits
+    assert 1 <= len(expected[-1]) <= len(expected[1]) < 100  # the clues narrow the 1,923 answers
+    (unfinished,) = learner_demos(_config(), [(ROWS[1], _spelled("crane", "sloth"))], relabel=False,
+                                  tokenizer=chatml_tokenizer)
+    with pytest.raises(ConfigError, match="did not end"):
+        fitting_guesses(unfinished)
+
+
+def test_fitting_targets_narrow_to_the_fitting_words_until_the_played_guess_leaves_them(chatml_tokenizer):
+    from mtrl_gym.envs.wordle.profile import fitting_guesses
+    from mtrl_gym.rollout.constraint import CompletionConstraint
+
+    words = ["crane", "sloth", "pious", "lemon", "irate", "slate"]
+    constraint = vocabulary_constraint("mtrl/Wordle-v0", chatml_tokenizer, '"')
+    (game,) = learner_demos(_config(), [(ROWS[0], _spelled(*words))], relabel=False, tokenizer=chatml_tokenizer)
+    fitting = [None if f is None else CompletionConstraint.from_texts([t + '"' for t in f], chatml_tokenizer)
+               for f in fitting_guesses(game)]
+    sets = distill_targets(game, constraint, fitting)
+    plain = distill_targets(game, constraint)
+    targets = [p for p, m in enumerate(game.loss_mask) if m and p > 0]
+    oracle = _fitting_oracle(ROWS[0]["answer"], words)
+    narrowed = 0
+    for turn, (start, end) in enumerate(game.turn_spans):
+        encoded = [chatml_tokenizer.encode(t + '"', add_special_tokens=False) for t in oracle[turn] or ()]
+        for p in range(start, end):
+            prefix = game.token_ids[start:p]
+            fits = {e[len(prefix)] for e in encoded if len(e) > len(prefix) and e[:len(prefix)] == prefix}
+            got = sets[targets.index(p)]
+            assert sorted(got) == sorted(fits or plain[targets.index(p)])
+            narrowed += bool(fits) and len(fits) < len(plain[targets.index(p)])
+    assert sets[:game.turn_spans[0][1] - game.turn_spans[0][0]] == plain[:game.turn_spans[0][1] - game.turn_spans[0][0]]
+    assert narrowed >= len(words) - 1  # at least the first letter of every clued turn
+
+
+def test_sft_with_distill_fitting_scores_fewer_tokens_allowed_and_needs_distill_games(tmp_path, chatml_tokenizer):
+    from mtrl_gym.rollout.trajectory import save_jsonl
+
+    cfg = _config()
+    games = learner_demos(cfg, [(row, _spelled(*words)) for row, words in zip(
+        ROWS, [("crane", "sloth", "pious", "lemon", "irate", "slate"), ("slate", "crane", "pious", "lemon", "irate",
+                                                                          "sloth")])], relabel=False,
+        tokenizer=chatml_tokenizer)
+    save_jsonl(games, tmp_path / "games.jsonl")
+    save_jsonl(learner_demos(cfg, [(ROWS[2], _spelled("slate"))], relabel=False, tokenizer=chatml_tokenizer),
+               tmp_path / "demos.jsonl")
+
+    def trainer(name, **kw):
+        config = SFTConfig(demos=[str(tmp_path / "demos.jsonl")], distill=[str(tmp_path / "games.jsonl")], output_dir=str(tmp_path / name), batch_size=2,
+                           max_steps=1, tracking={"tracker": "none"}, progress=False,
+                           serving={"assistant_prefix": PREFIX, "stop": ['"']}, **kw)
+        return SFTTrainer(config, model=build_tiny_llama(len(chatml_tokenizer), seed=0), tokenizer=chatml_tokenizer)
+
+    vocabulary, fitting = trainer("vocabulary"), trainer("fitting", distill_fitting=True)
+    for i, own in vocabulary._distilled.items():
+        narrow = fitting._distilled[i]
+        assert torch.equal(own.target.unique(), narrow.target.unique())  # every target keeps an allowed set
+        assert len(narrow.token) < len(own.token)
+    # the same model and batch: -log P(fitting tokens) >= -log P(vocabulary tokens), strictly where narrowed
+    assert fitting.train_step()["train/distill_loss"] > vocabulary.train_step()["train/distill_loss"]
+    with pytest.raises(ConfigError, match="distill_fitting"):
+        SFTConfig(demos=["d.jsonl"], distill_fitting=True)
+    with pytest.raises(ConfigError, match="distill_fitting"):
+        SFTConfig(demos=["d.jsonl"], distill=["g.jsonl"], distill_fitting="maybe")

@@ -261,6 +261,14 @@ class WordleEnv(gymnasium.Env[str, str]):
     def _num_candidates(self) -> int:
         return len(self._candidates) + self._candidates_extra
 
+    def candidate_answers(self) -> list[str]:
+        """The answers still consistent with every clue of this episode, in answer-list order
+        (the secret itself included when it is not on the list). Never show them to the agent."""
+        words = game.answers()
+        out = [words[j] for j in (self._candidates.tolist() if isinstance(self._candidates, np.ndarray)
+                                  else self._candidates)]
+        return out + [self._answer] if self._candidates_extra else out
+
     # ------------------------------------------------------------------ step
 
     def step(self, action: str):

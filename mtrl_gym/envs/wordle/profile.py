@@ -6,6 +6,9 @@
 * **Reference policies.** ``solver`` (the entropy solver, hard-mode aware), ``random`` (a
   uniformly random allowed word each turn, as a tool call) and ``teacher`` (the consistent
   teacher that demonstrations imitate, :mod:`mtrl_gym.envs.wordle.teacher`).
+* **Actions.** ``action_vocabulary`` is every allowed guess in its three written forms
+  (:func:`guess_texts`, for dictionary decoding); ``fitting_actions`` the answers consistent with
+  every clue before a turn of a finished game (:func:`fitting_guesses`, for distillation toward them).
 * **Tiers.** A solve (1.05-1.55) always beats a loss (-0.5), which beats an episode without
   a valid guess (-1.5); :data:`MAX_SUCCESS_WEIGHT` and :data:`MAX_FAILURE_WEIGHT` are the
   largest shaping weights that keep them apart.
@@ -30,8 +33,9 @@ from mtrl_gym.envs.wordle.splits import SPLIT_SEED, TASK_PROMPT, TRAIN_SIZE, VAL
 from mtrl_gym.envs.wordle.turn_facts import wordle_turn_facts
 from mtrl_gym.error import ConfigError
 
-__all__ = ["wordle_split", "wordle_profile", "guess_texts", "SolverPolicyAdapter", "RandomWordPolicy", "TASK_PROMPT",
-           "TRAIN_SIZE", "VAL_SIZE", "SPLIT_SEED", "MAX_SUCCESS_WEIGHT", "MAX_FAILURE_WEIGHT"]
+__all__ = ["wordle_split", "wordle_profile", "guess_texts", "fitting_guesses", "SolverPolicyAdapter",
+           "RandomWordPolicy", "TASK_PROMPT", "TRAIN_SIZE", "VAL_SIZE", "SPLIT_SEED", "MAX_SUCCESS_WEIGHT",
+           "MAX_FAILURE_WEIGHT"]
 
 #: Largest success weight of bounded shaping: adjacent solves differ by 0.1, so 2 * 0.04 < 0.1 keeps a
 #: solve in n guesses above any solve in n + 1, and the worst solve stays >= 1.05 - 0.04 = 1.01.
@@ -105,6 +109,42 @@ def guess_texts() -> tuple[str, ...]:
     return words + tuple(spell(w) for w in words) + tuple(spell(w, tagged=True) for w in words)
 
 
+def fitting_guesses(game: Any) -> list[tuple[str, ...] | None]:
+    """For each assistant turn of a finished Wordle game (a
+    :class:`~mtrl_gym.rollout.trajectory.Trajectory` whose final ``info`` names the answer), the
+    answers consistent with every clue shown before that turn, written as that turn wrote its
+    guess (word, spelled out, or spelled with positions); ``None`` before the first clue. The
+    game is replayed in its own env, so hard mode and rejected guesses count as they did.
+
+    ConfigError when the game did not end (no answer in its final ``info``) or its env is not Wordle."""
+    from mtrl_gym import registry
+    from mtrl_gym.envs.wordle.env import WordleEnv
+
+    answer = (game.final_info or {}).get("answer")
+    if not isinstance(answer, str):
+        raise ConfigError(f"game {game.task_id!r} did not end (its final info names no answer): the clues "
+                          "of its turns cannot be replayed")
+    env = registry.make(game.env_id).unwrapped
+    if not isinstance(env, WordleEnv):
+        raise ConfigError(f"game {game.task_id!r} was played in {game.env_id!r}, not a Wordle env")
+    env.reset(seed=0, options={"answer": answer})
+    out: list[tuple[str, ...] | None] = []
+    clued = False  # a guess was played (so there is feedback to fit)
+    for message in game.messages:
+        if message.get("role") != "assistant":
+            continue
+        fitting = env.candidate_answers() if clued else None
+        _, _, terminated, truncated, info = env.step(str(message.get("content") or ""))
+        clued = clued or bool(info.get("valid"))
+        if fitting is not None and info.get("spelled"):
+            tagged = any(ch.isdigit() for ch in str(info.get("guess_text", "")))
+            fitting = [spell(w, tagged=tagged) for w in fitting]
+        out.append(None if fitting is None else tuple(fitting))
+        if terminated or truncated:
+            break
+    return out
+
+
 def _teacher(env, **options):
     from mtrl_gym.envs.wordle.teacher import ConsistentTeacher
 
@@ -137,5 +177,6 @@ def wordle_profile(success_threshold: float) -> EnvProfile:
         turn_facts=wordle_turn_facts,
         play_metrics=_play_metrics,
         action_vocabulary=guess_texts,
+        fitting_actions=fitting_guesses,
         secret=_secret,
     )

@@ -51,6 +51,12 @@ class SFTConfig(ConfigBase):
     settings' first stop string, as in dictionary decoding."""
     distill_repeat: int = 1
     """How many times each ``distill`` game enters the pool (its weight beside ``demos``)."""
+    distill_fitting: bool = False
+    """Distil toward the actions that fit the board, not the whole vocabulary: each ``distill``
+    turn's allowed tokens are narrowed to those continuing an action the env's profile calls
+    fitting there (``EnvProfile.fitting_actions``; Wordle: the answers consistent with every
+    clue so far), as long as the played action's prefix still begins one. Needs ``distill``
+    and an env that declares ``fitting_actions``."""
     output_dir: str = "runs/sft"
     """Run folder: resolved config, checkpoints (the adapter), metrics.jsonl, summary."""
     run_name: str | None = None
@@ -135,6 +141,8 @@ class SFTConfig(ConfigBase):
         if self.init_adapter is not None and self.lora.full_finetune:
             raise ConfigError("`init_adapter` continues a LoRA adapter, and `lora.full_finetune` trains every weight "
                               "instead: set one of them")
+        if self.distill_fitting and not self.distill:
+            raise ConfigError("`distill_fitting` narrows the targets of `distill` games, and `distill` names none")
         if self.packing not in _PACKING:
             raise ConfigError(f"`packing` must be one of {_PACKING}, got {self.packing!r}")
 

@@ -57,13 +57,19 @@ def demo_sequences(trajectories: Sequence[Trajectory], *, vocab_size: int | None
     return seqs
 
 
-def distill_targets(trajectory: Trajectory, constraint: Any) -> list[list[int]]:
+def distill_targets(trajectory: Trajectory, constraint: Any,
+                    fitting: Sequence[Any | None] | None = None) -> list[list[int]]:
     """For each target of ``trajectory``'s train sequence (its ``loss_mask == 1`` tokens after
     the first), the token ids ``constraint`` (a
     :class:`~mtrl_gym.rollout.constraint.CompletionConstraint`) allows there, given the turn's
     tokens before it. ConfigError when a turn is not one of the constraint's completions (a
     game not played under it, or in another serving format): distillation trains toward the
-    constrained policy, so every target must be a state that policy could reach."""
+    constrained policy, so every target must be a state that policy could reach.
+
+    ``fitting``: one narrower constraint (or ``None``) per assistant turn, the actions that fit
+    the board there. Where the turn's tokens so far still begin a fitting action, the target's
+    allowed ids are those that continue one; past the point where the played action leaves
+    them (or for a ``None`` turn), they are ``constraint``'s."""
     spans = sorted(trajectory.turn_spans)
     out: list[list[int]] = []
     turn = 0
@@ -81,7 +87,9 @@ def distill_targets(trajectory: Trajectory, constraint: Any) -> list[list[int]]:
             raise ConfigError(f"distillation game {trajectory.task_id!r}: its turn {turn + 1} is not an action the "
                               f"constraint ({constraint!r}) allows: distil only games played with dictionary decoding "
                               "(serving.constrained), in the serving format of this run")
-        out.append(allowed)
+        narrow = fitting[turn] if fitting is not None and turn < len(fitting) else None
+        fits = narrow.allowed_next(trajectory.token_ids[start:p]) if narrow is not None else None
+        out.append(fits or allowed)
     return out
 
 

@@ -7,7 +7,8 @@ cross-entropy of the assistant tokens (:func:`~mtrl_gym.trainers.sft.loss.sft_lo
 divided by the whole batch's target count so accumulation is exact), clip, AdamW step.
 The games of ``config.distill`` (a constrained policy's) join the pool, their targets scored
 by ``-log P(allowed)`` instead of cross-entropy (distillation of that policy; the loss module
-says why).
+says why); with ``config.distill_fitting``, "allowed" narrows to the actions that fit the board
+(the env profile's ``fitting_actions``) while the played action still begins one.
 
 Reused from the GRPO trainer: model loading (``factory.load_model``), LoRA
 (``policy.prepare_policy``), optimiser and schedule, checkpoints and exact resume
@@ -92,6 +93,7 @@ class SFTTrainer:
         self.device = next(self.policy.parameters()).device
         vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
         self._distilled: dict[int, AllowedTokens] = {}  # a distilled sequence's index -> its targets' allowed tokens
+        self._encoded: dict[str, list[int]] = {}  # a fitting action's text -> its token ids (distill_fitting)
         sequences = demo_sequences(trajectories, vocab_size=vocab) if trajectories or not distilled else []
         if distilled:
             sequences += self._distill_sequences(distilled, vocab, start=len(trajectories)) * c.distill_repeat
@@ -156,11 +158,34 @@ class SFTTrainer:
             if game.env_id not in constraints:
                 constraints[game.env_id] = vocabulary_constraint(game.env_id, self.tokenizer, stop[0],
                                                                  what=f"distillation game {game.task_id!r}")
-            sets = distill_targets(game, constraints[game.env_id])  # one per target: both read the loss mask
+            fitting = self._fitting(game, stop[0]) if self.config.distill_fitting else None
+            sets = distill_targets(game, constraints[game.env_id], fitting)  # one per target: both read the loss mask
             self._distilled[i] = AllowedTokens(
                 torch.tensor([t for t, ids in enumerate(sets) for _ in ids], dtype=torch.long),
                 torch.tensor([token for ids in sets for token in ids], dtype=torch.long))
         return sequences
+
+    def _fitting(self, game: Trajectory, stop: str) -> list:
+        """Per assistant turn of ``game``, the constraint of the actions that fit its board
+        (``EnvProfile.fitting_actions``, each followed by ``stop``), or None where any fits."""
+        from mtrl_gym.envs.profile import profile_of
+        from mtrl_gym.rollout.constraint import CompletionConstraint
+
+        fitting_actions = profile_of(game.env_id).fitting_actions
+        if fitting_actions is None:
+            raise ConfigError(f"`distill_fitting`: {game.env_id!r} declares no fitting actions "
+                              "(EnvProfile.fitting_actions); distil toward its vocabulary instead")
+        encoded = self._encoded  # text -> token ids, shared by every game's turns
+        out = []
+        for texts in fitting_actions(game):
+            if not texts:  # before the first clue (None), or nothing the env calls fitting: the vocabulary's
+                out.append(None)
+                continue
+            for text in texts:
+                if text not in encoded:
+                    encoded[text] = self.tokenizer.encode(text + stop, add_special_tokens=False)
+            out.append(CompletionConstraint([encoded[t] for t in texts], name="fitting"))
+        return out
 
     def _allowed(self, micro) -> AllowedTokens | None:
         """The allowed tokens of a micro-batch's distilled targets, in its target order (each
