@@ -155,7 +155,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="training words (the split's last ones) the temperature is chosen on (default 16)")
     p.add_argument("--serving-temperature", type=float, default=None,
                    help="serve at this temperature instead of choosing one on training words")
-    p.add_argument("--eval-tasks", type=int, default=128, help="held-out words evaluated (max 128)")
+    p.add_argument("--eval-tasks", type=int, default=None,
+                   help="held-out words evaluated (max 128; default 128, --short 16)")
     p.add_argument("--skip-base", action="store_true", help="do not evaluate the base model")
     p.add_argument("--no-dictionary", dest="dictionary", action="store_false",
                    help="skip the two dictionary-decoding columns (base and SFT + GRPO restricted to allowed words)")
@@ -185,16 +186,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--distill-fitting narrows what --distill GAMES scores: give --distill GAMES too")
     # the short version's settings (docs/training.md measures them); a flag given still wins
     short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2,
-             "guess_form": "spelled" if args.spelling else "word", "recap": False}
+             "guess_form": "spelled" if args.spelling else "word", "recap": False, "eval_tasks": 16}
     full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0, "demos": 960, "grpo_steps": 6,
-            "guess_form": "spelled", "recap": True}
+            "guess_form": "spelled", "recap": True, "eval_tasks": 128}
     for key, value in (short if args.short else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     if args.precision == "auto":
         args.precision = "bfloat16" if native_bf16("cpu") else "float32"
+    if not 1 <= args.eval_tasks <= 128:
+        p.error(f"--eval-tasks takes 1 to 128 held-out words, got {args.eval_tasks}")
     if args.short:
-        args.eval_tasks = min(args.eval_tasks, 16)
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args
 
