@@ -190,14 +190,15 @@ def test_distillation_from_the_command_line_on_a_real_constrained_evaluation(tmp
         assert "--all-games" in capsys.readouterr().err
 
 
-def _fitting_oracle(answer: str, guesses: list[str]) -> list[set[str] | None]:
+def _fitting_oracle(answer: str, guesses: list[str], form=lambda w: " ".join(w.upper())) -> list[set[str] | None]:
     """Per turn, the answers that give every earlier guess the feedback the secret gave it,
-    spelled out (computed here from the game's feedback function, not the env's candidates)."""
+    written by ``form`` (default: spelled out), computed here from the game's feedback function,
+    not the env's candidates. ``guesses``: those the env played (a rejected one gives no clue)."""
     from mtrl_gym.envs.wordle.game import answers, feedback
 
     out: list[set[str] | None] = [None]
     for k in range(1, len(guesses)):
-        out.append({" ".join(a.upper()) for a in answers()
+        out.append({form(a) for a in answers()
                     if all(feedback(g, a) == feedback(g, answer) for g in guesses[:k])})
     return out
 
@@ -210,12 +211,57 @@ def test_fitting_guesses_are_the_answers_consistent_with_every_earlier_clue(chat
     fitting = fitting_guesses(game)
     expected = _fitting_oracle(ROWS[0]["answer"], words)
     assert [None if f is None else set(f) for f in fitting] == expected
-    assert all(" ".join(ROWS[0]["answer"].upper()) in f for f in expected[1:])  # the secret always fits
-    assert 1 <= len(expected[-1]) <= len(expected[1]) < 100  # the clues narrow the 1,923 answers
+    assert all(" ".join(ROWS[0]["answer"].upper()) in f for f in fitting[1:])  # the secret always fits
+    assert 1 <= len(fitting[-1]) <= len(fitting[1]) < 100  # the clues narrow the 1,923 answers
     (unfinished,) = learner_demos(_config(), [(ROWS[1], _spelled("crane", "sloth"))], relabel=False,
                                   tokenizer=chatml_tokenizer)
-    with pytest.raises(ConfigError, match="did not end"):
+    with pytest.raises(ConfigError, match="before the env ended it.*play the games to their end"):
         fitting_guesses(unfinished)
+
+
+@pytest.mark.parametrize("form", ["word", "tagged"])
+def test_fitting_guesses_keep_the_form_each_turn_was_written_in(chatml_tokenizer, form):
+    from mtrl_gym.envs.wordle.game import spell
+    from mtrl_gym.envs.wordle.profile import fitting_guesses
+
+    write = (lambda w: w) if form == "word" else (lambda w: spell(w, tagged=True))
+    words = ["crane", "sloth", "pious", "lemon", "irate", "slate"]
+    (game,) = learner_demos(_config(), [(ROWS[0], [PREFIX + write(w) + '"' for w in words])], relabel=False,
+                            tokenizer=chatml_tokenizer)
+    fitting = fitting_guesses(game)
+    assert [None if f is None else set(f) for f in fitting] == _fitting_oracle(ROWS[0]["answer"], words, write)
+
+
+def test_fitting_guesses_replay_hard_mode_and_refuse_a_game_the_replay_cannot_reproduce(chatml_tokenizer):
+    from mtrl_gym.envs.wordle.profile import fitting_guesses
+
+    answer = ROWS[0]["answer"]
+    first = "crane"
+    # a word that breaks crane's clues: hard mode rejects it (no guess used, no clue)
+    after_first = _fitting_oracle(answer, [first, first])[1]
+    breaks = next(w for w in ("sloth", "pious", "lemon", "dumpy") if " ".join(w.upper()) not in after_first)
+    played = [first, breaks, *_fitting_oracle_words(answer, first)[:2], answer]  # solved: the game ends
+    hard = DemoConfig(env="mtrl/Wordle-Hard-v0", serving=_config().serving, policy_kwargs={"choice": "ranked"},
+                      env_wrappers=_config().env_wrappers)
+    (game,) = learner_demos(hard, [(ROWS[0], _spelled(*played))], relabel=False, tokenizer=chatml_tokenizer)
+    assert game.turn_info[1]["error"] == "hard_mode"
+    fitting = fitting_guesses(game)
+    assert fitting[2] == fitting[1]  # the rejected turn gave no clue
+    accepted = [w for w in played if w != breaks]
+    oracle = _fitting_oracle(answer, accepted)
+    assert set(fitting[1]) == oracle[1] and set(fitting[3]) == oracle[2]
+    # the same game played with hard_mode as an argument of the plain id: a bare replay accepts the word
+    kwargs = DemoConfig(serving=_config().serving, policy_kwargs={"choice": "ranked"},
+                        env_wrappers=_config().env_wrappers, env_kwargs={"hard_mode": True})
+    (odd,) = learner_demos(kwargs, [(ROWS[0], _spelled(*played))], relabel=False, tokenizer=chatml_tokenizer)
+    with pytest.raises(ConfigError, match="turn 2 ended with None in the replay, 'hard_mode' when played"):
+        fitting_guesses(odd)
+
+
+def _fitting_oracle_words(answer: str, first: str) -> list[str]:
+    """Answers that fit ``first``'s clue, none of them the secret (so the game does not end early)."""
+    return [w.replace(" ", "").lower() for w in sorted(_fitting_oracle(answer, [first, first])[1])
+            if w.replace(" ", "").lower() != answer]
 
 
 def test_fitting_targets_narrow_to_the_fitting_words_until_the_played_guess_leaves_them(chatml_tokenizer):
@@ -269,6 +315,16 @@ def test_sft_with_distill_fitting_scores_fewer_tokens_allowed_and_needs_distill_
         assert len(narrow.token) < len(own.token)
     # the same model and batch: -log P(fitting tokens) >= -log P(vocabulary tokens), strictly where narrowed
     assert fitting.train_step()["train/distill_loss"] > vocabulary.train_step()["train/distill_loss"]
+    (unfinished,) = learner_demos(cfg, [(ROWS[1], _spelled("crane", "sloth"))], relabel=False,
+                                  tokenizer=chatml_tokenizer)
+    save_jsonl([unfinished], tmp_path / "unfinished.jsonl")
+    with pytest.raises(ConfigError, match="before the env ended it"):
+        SFTTrainer(SFTConfig(demos=[str(tmp_path / "demos.jsonl")], distill=[str(tmp_path / "unfinished.jsonl")],
+                             distill_fitting=True, output_dir=str(tmp_path / "unfinished"), tracking={"tracker": "none"},
+                             serving={"assistant_prefix": PREFIX, "stop": ['"']}, progress=False))  # before a model loads
+    from mtrl_gym import profile_of
+
+    assert profile_of("mtrl/WordleDuel-v0").fitting_actions is None  # a duel's games replay in no single-seat env
     with pytest.raises(ConfigError, match="distill_fitting"):
         SFTConfig(demos=["d.jsonl"], distill_fitting=True)
     with pytest.raises(ConfigError, match="distill_fitting"):

@@ -326,7 +326,8 @@ def profile():
     from mtrl_gym.envs.wordle.profile import wordle_profile
 
     return dataclasses.replace(wordle_profile(DuelGame.success_threshold), reference_policies={},
-                               shaping_limits=None, turn_facts=None, secret=_seat_secrets)
+                               shaping_limits=None, turn_facts=None, secret=_seat_secrets,
+                               fitting_actions=None)  # a duel's games replay in no single-seat env
 
 
 def _seat_secrets(env: Any) -> dict[str, str]:

@@ -113,28 +113,37 @@ def fitting_guesses(game: Any) -> list[tuple[str, ...] | None]:
     """For each assistant turn of a finished Wordle game (a
     :class:`~mtrl_gym.rollout.trajectory.Trajectory` whose final ``info`` names the answer), the
     answers consistent with every clue shown before that turn, written as that turn wrote its
-    guess (word, spelled out, or spelled with positions); ``None`` before the first clue. The
-    game is replayed in its own env, so hard mode and rejected guesses count as they did.
+    guess (word, spelled out, or spelled with positions); ``None`` before the first clue.
 
-    ConfigError when the game did not end (no answer in its final ``info``) or its env is not Wordle."""
+    The game is replayed in a bare env of its id (hard mode included when the id says so), and
+    every replayed turn must end as the recorded one did (the same error, or none) and the
+    game with the same guess count: a game played with env arguments or wrappers the replay
+    does not know (``hard_mode=True`` as an argument, pre-played guesses) would otherwise narrow
+    the sets by clues the model never saw. ConfigError names the game and turn then, and when
+    the game did not end (no answer in its final ``info``) or its env is not Wordle."""
     from mtrl_gym import registry
     from mtrl_gym.envs.wordle.env import WordleEnv
 
     answer = (game.final_info or {}).get("answer")
     if not isinstance(answer, str):
-        raise ConfigError(f"game {game.task_id!r} did not end (its final info names no answer): the clues "
-                          "of its turns cannot be replayed")
+        raise ConfigError(f"game {game.task_id!r} stopped ({game.stop_reason or 'no reason recorded'}) before the env "
+                          "ended it, so its final info names no answer to replay its clues from: play the games to "
+                          "their end (e.g. `mtrl-gym eval --max-turns 12`), or distil them toward the vocabulary")
     env = registry.make(game.env_id).unwrapped
     if not isinstance(env, WordleEnv):
         raise ConfigError(f"game {game.task_id!r} was played in {game.env_id!r}, not a Wordle env")
     env.reset(seed=0, options={"answer": answer})
     out: list[tuple[str, ...] | None] = []
     clued = False  # a guess was played (so there is feedback to fit)
-    for message in game.messages:
-        if message.get("role") != "assistant":
-            continue
+    info: dict[str, Any] = {}
+    actions = [m for m in game.messages if m.get("role") == "assistant"]
+    for turn, message in enumerate(actions):
         fitting = env.candidate_answers() if clued else None
         _, _, terminated, truncated, info = env.step(str(message.get("content") or ""))
+        recorded = game.turn_info[turn] if turn < len(game.turn_info) else {}
+        if "error" in recorded and recorded.get("error") != info.get("error"):
+            raise _replay_differs(game, f"turn {turn + 1} ended with {info.get('error')!r} in the replay, "
+                                        f"{recorded.get('error')!r} when played")
         clued = clued or bool(info.get("valid"))
         if fitting is not None and info.get("spelled"):
             tagged = any(ch.isdigit() for ch in str(info.get("guess_text", "")))
@@ -142,7 +151,16 @@ def fitting_guesses(game: Any) -> list[tuple[str, ...] | None]:
         out.append(None if fitting is None else tuple(fitting))
         if terminated or truncated:
             break
+    played = game.final_info.get("guesses_used")
+    if played is not None and played != info.get("guesses_used"):
+        raise _replay_differs(game, f"{info.get('guesses_used')} guesses in the replay, {played} when played")
     return out
+
+
+def _replay_differs(game: Any, what: str) -> ConfigError:
+    return ConfigError(f"game {game.task_id!r} replays differently in a bare {game.env_id!r} ({what}): it was played "
+                       "with env arguments or wrappers the replay does not know, so its clues cannot be recomputed; "
+                       "distil it toward the vocabulary (leave out distill_fitting)")
 
 
 def _teacher(env, **options):

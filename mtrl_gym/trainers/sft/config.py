@@ -142,7 +142,8 @@ class SFTConfig(ConfigBase):
             raise ConfigError("`init_adapter` continues a LoRA adapter, and `lora.full_finetune` trains every weight "
                               "instead: set one of them")
         if self.distill_fitting and not self.distill:
-            raise ConfigError("`distill_fitting` narrows the targets of `distill` games, and `distill` names none")
+            raise ConfigError("`distill_fitting` narrows the targets of `distill` games, and `distill` names none "
+                              "(give `--distill FILE` with `--distill-fitting`)")
         if self.packing not in _PACKING:
             raise ConfigError(f"`packing` must be one of {_PACKING}, got {self.packing!r}")
 

@@ -59,6 +59,24 @@ from mtrl_gym.rollout.trajectory import Trajectory
 __all__ = ["SFTTrainer"]
 
 
+def _fitting_texts(game: Trajectory) -> list:
+    """Per assistant turn of ``game``, the actions that fit its board (``EnvProfile.fitting_actions``),
+    or None where any fits; ConfigError for an env without them, or a turn where none fits (the
+    secret always fits what it answered, so the env's replay then disagrees with the game)."""
+    from mtrl_gym.envs.profile import profile_of
+
+    fitting_actions = profile_of(game.env_id).fitting_actions
+    if fitting_actions is None:
+        raise ConfigError(f"`distill_fitting`: {game.env_id!r} declares no fitting actions "
+                          "(EnvProfile.fitting_actions); distil toward its vocabulary instead")
+    turns = list(fitting_actions(game))
+    empty = next((t for t, texts in enumerate(turns, 1) if texts is not None and not texts), None)
+    if empty is not None:
+        raise ConfigError(f"`distill_fitting`: no action fits turn {empty} of game {game.task_id!r} by its env's "
+                          "replay, which therefore differs from the game as played; distil it toward the vocabulary")
+    return turns
+
+
 class SFTTrainer:
     """Supervised fine-tuning of a LoRA adapter (or all weights) on demonstrations.
 
@@ -83,6 +101,8 @@ class SFTTrainer:
         refuse_training(trajectories=trajectories, what="demonstration")
         distilled = load_demonstrations(c.distill) if c.distill else []
         refuse_training(trajectories=distilled, what="distillation game")
+        # the fitting actions of every distilled turn, replayed before any model loads (a game that cannot be is refused)
+        fitting = [_fitting_texts(game) for game in distilled] if c.distill_fitting else None
         if model is None:
             model, tokenizer = load_model(c)
         self.tokenizer = tokenizer
@@ -93,10 +113,11 @@ class SFTTrainer:
         self.device = next(self.policy.parameters()).device
         vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
         self._distilled: dict[int, AllowedTokens] = {}  # a distilled sequence's index -> its targets' allowed tokens
-        self._encoded: dict[str, list[int]] = {}  # a fitting action's text -> its token ids (distill_fitting)
+        self._encoded: dict[str, list[int]] = {}  # a fitting action's text + stop -> its token ids (distill_fitting)
         sequences = demo_sequences(trajectories, vocab_size=vocab) if trajectories or not distilled else []
         if distilled:
-            sequences += self._distill_sequences(distilled, vocab, start=len(trajectories)) * c.distill_repeat
+            sequences += self._distill_sequences(distilled, vocab, start=len(trajectories), fitting=fitting) \
+                * c.distill_repeat
         self.data = DemoStream(sequences, c.batch_size, c.seed)
         self.total_steps = self._total_steps()
         opt = c.optimizer
@@ -140,9 +161,11 @@ class SFTTrainer:
         views = demo_view_wrappers(made)
         return serving.replace(wrappers=views) if views and not serving.wrappers else serving
 
-    def _distill_sequences(self, games: list[Trajectory], vocab: int | None, *, start: int) -> list:
+    def _distill_sequences(self, games: list[Trajectory], vocab: int | None, *, start: int,
+                           fitting: list | None = None) -> list:
         """The train sequences of ``config.distill``'s games, and each target's allowed tokens
-        (:func:`~mtrl_gym.trainers.sft.data.distill_targets`) recorded by sequence index."""
+        (:func:`~mtrl_gym.trainers.sft.data.distill_targets`) recorded by sequence index;
+        ``fitting``: each game's fitting texts per turn (``distill_fitting``)."""
         from mtrl_gym.rollout.constraint import vocabulary_constraint
 
         stop = self.serving().stop
@@ -158,33 +181,28 @@ class SFTTrainer:
             if game.env_id not in constraints:
                 constraints[game.env_id] = vocabulary_constraint(game.env_id, self.tokenizer, stop[0],
                                                                  what=f"distillation game {game.task_id!r}")
-            fitting = self._fitting(game, stop[0]) if self.config.distill_fitting else None
-            sets = distill_targets(game, constraints[game.env_id], fitting)  # one per target: both read the loss mask
+            narrow = None if fitting is None else self._fitting(fitting[i - start], stop[0])
+            sets = distill_targets(game, constraints[game.env_id], narrow)  # one per target: both read the loss mask
             self._distilled[i] = AllowedTokens(
                 torch.tensor([t for t, ids in enumerate(sets) for _ in ids], dtype=torch.long),
                 torch.tensor([token for ids in sets for token in ids], dtype=torch.long))
         return sequences
 
-    def _fitting(self, game: Trajectory, stop: str) -> list:
-        """Per assistant turn of ``game``, the constraint of the actions that fit its board
-        (``EnvProfile.fitting_actions``, each followed by ``stop``), or None where any fits."""
-        from mtrl_gym.envs.profile import profile_of
+    def _fitting(self, turns: list, stop: str) -> list:
+        """The constraints of one game's fitting texts (:func:`_fitting_texts`), each followed by
+        ``stop``, per turn; None where any action fits."""
         from mtrl_gym.rollout.constraint import CompletionConstraint
 
-        fitting_actions = profile_of(game.env_id).fitting_actions
-        if fitting_actions is None:
-            raise ConfigError(f"`distill_fitting`: {game.env_id!r} declares no fitting actions "
-                              "(EnvProfile.fitting_actions); distil toward its vocabulary instead")
-        encoded = self._encoded  # text -> token ids, shared by every game's turns
+        encoded = self._encoded  # text + stop -> token ids, shared by every game's turns
         out = []
-        for texts in fitting_actions(game):
-            if not texts:  # before the first clue (None), or nothing the env calls fitting: the vocabulary's
+        for texts in turns:
+            if texts is None:
                 out.append(None)
                 continue
             for text in texts:
-                if text not in encoded:
-                    encoded[text] = self.tokenizer.encode(text + stop, add_special_tokens=False)
-            out.append(CompletionConstraint([encoded[t] for t in texts], name="fitting"))
+                if text + stop not in encoded:
+                    encoded[text + stop] = self.tokenizer.encode(text + stop, add_special_tokens=False)
+            out.append(CompletionConstraint([encoded[t + stop] for t in texts], name="fitting"))
         return out
 
     def _allowed(self, micro) -> AllowedTokens | None:
