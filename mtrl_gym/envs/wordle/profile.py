@@ -122,7 +122,6 @@ def fitting_guesses(game: Any) -> list[tuple[str, ...] | None]:
     the sets by clues the model never saw. ConfigError names the game and turn then, and when
     the game did not end (no answer in its final ``info``) or its env is not Wordle."""
     from mtrl_gym import registry
-    from mtrl_gym.envs.wordle.env import WordleEnv
 
     answer = (game.final_info or {}).get("answer")
     if not isinstance(answer, str):
@@ -130,7 +129,7 @@ def fitting_guesses(game: Any) -> list[tuple[str, ...] | None]:
                           "ended it, so its final info names no answer to replay its clues from: play the games to "
                           "their end (e.g. `mtrl-gym eval --max-turns 12`), or distil them toward the vocabulary")
     env = registry.make(game.env_id).unwrapped
-    if not isinstance(env, WordleEnv):
+    if not callable(getattr(env, "candidate_answers", None)):  # a WordleEnv (not imported here: it imports this)
         raise ConfigError(f"game {game.task_id!r} was played in {game.env_id!r}, not a Wordle env")
     env.reset(seed=0, options={"answer": answer})
     out: list[tuple[str, ...] | None] = []
