@@ -113,7 +113,6 @@ class SFTTrainer:
         self.device = next(self.policy.parameters()).device
         vocab = getattr(getattr(self.policy, "config", None), "vocab_size", None)
         self._distilled: dict[int, AllowedTokens] = {}  # a distilled sequence's index -> its targets' allowed tokens
-        self._encoded: dict[str, list[int]] = {}  # a fitting action's text + stop -> its token ids (distill_fitting)
         sequences = demo_sequences(trajectories, vocab_size=vocab) if trajectories or not distilled else []
         if distilled:
             sequences += self._distill_sequences(distilled, vocab, start=len(trajectories), fitting=fitting) \
@@ -173,6 +172,7 @@ class SFTTrainer:
             raise ConfigError("`distill` needs a stop string in the serving settings: the constraint's allowed texts "
                               "are the env's actions followed by it, as in dictionary decoding")
         constraints: dict[str, Any] = {}
+        encoded: dict[str, list[int]] = {}  # a fitting action's text + stop -> its token ids, shared by every game
         sequences = demo_sequences(games, vocab_size=vocab, start=start)
         by_index = {seq.index: seq for seq in sequences}
         for i, game in enumerate(games, start):
@@ -181,19 +181,18 @@ class SFTTrainer:
             if game.env_id not in constraints:
                 constraints[game.env_id] = vocabulary_constraint(game.env_id, self.tokenizer, stop[0],
                                                                  what=f"distillation game {game.task_id!r}")
-            narrow = None if fitting is None else self._fitting(fitting[i - start], stop[0])
+            narrow = None if fitting is None else self._fitting(fitting[i - start], stop[0], encoded)
             sets = distill_targets(game, constraints[game.env_id], narrow)  # one per target: both read the loss mask
             self._distilled[i] = AllowedTokens(
                 torch.tensor([t for t, ids in enumerate(sets) for _ in ids], dtype=torch.long),
                 torch.tensor([token for ids in sets for token in ids], dtype=torch.long))
         return sequences
 
-    def _fitting(self, turns: list, stop: str) -> list:
+    def _fitting(self, turns: list, stop: str, encoded: dict[str, list[int]]) -> list:
         """The constraints of one game's fitting texts (:func:`_fitting_texts`), each followed by
-        ``stop``, per turn; None where any action fits."""
+        ``stop``, per turn; None where any action fits. ``encoded`` caches each text's token ids."""
         from mtrl_gym.rollout.constraint import CompletionConstraint
 
-        encoded = self._encoded  # text + stop -> token ids, shared by every game's turns
         out = []
         for texts in turns:
             if texts is None:
