@@ -241,6 +241,34 @@ def test_training_mode_is_restored(chatml_tokenizer):
     assert model.training
 
 
+def test_the_vocabulary_projection_gets_a_contiguous_input_and_the_model_is_left_as_it_was(chatml_tokenizer):
+    """A multi-row prefill keeps the last position only: the projection would get a strided view
+    (a slow CPU matmul path, 300x slower in bfloat16: benchmarks/sampler_head_cpu.py), so the
+    sampler copies it, for its own calls only, and the samples are those of the view."""
+    from tiny_models import build_tiny_llama
+
+    model = build_tiny_llama(len(chatml_tokenizer))
+    head = model.get_output_embeddings()
+    seen: list[tuple[int, bool]] = []
+    watch = head.register_forward_hook(lambda _m, args, _out: seen.append((args[0].shape[0], args[0].is_contiguous())))
+    prompts = _prompts(chatml_tokenizer)
+    view = model(input_ids=torch.tensor([prompts[2], prompts[2]]), logits_to_keep=1)
+    assert seen[-1] == (2, False)  # what the model itself hands its projection
+    seen.clear()
+    sampler = HFSampler(model, chatml_tokenizer, kv_reuse=False)
+    sampler.bucket_cost_tokens = 0  # one padded batch of every row
+    results = sampler.sample([SampleRequest(p, GREEDY) for p in prompts])
+    assert seen[0][0] == len(prompts) and all(contiguous for _, contiguous in seen)
+    assert len(head._forward_pre_hooks) == 0  # removed after the call
+    seen.clear()
+    model(input_ids=torch.tensor([prompts[2], prompts[2]]), logits_to_keep=1)
+    assert seen == [(2, False)]
+    watch.remove()
+    (alone,) = HFSampler(model, chatml_tokenizer, kv_reuse=False).sample([SampleRequest(prompts[2], GREEDY)])
+    assert results[2].token_ids == alone.token_ids
+    assert view.logits.shape[1] == 1
+
+
 def test_kv_reuse_true_is_refused_for_sliding_window_models(chatml_tokenizer):
     from transformers import MistralConfig, MistralForCausalLM
 

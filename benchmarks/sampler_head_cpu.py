@@ -1,0 +1,106 @@
+"""Whether the transformers sampler's contiguous copy before the vocabulary projection pays.
+
+    python benchmarks/sampler_head_cpu.py [--sft-steps 4] [--eval-words 16] [--threads N]
+
+A prefill asks the model for the last position's logits only (``logits_to_keep=1``), so the
+vocabulary projection receives ``hidden[:, -1:, :]``: a view of the batch strided by the
+whole prompt. CPU matmul kernels take a slow path on such a view, and
+:class:`~mtrl_gym.rollout.samplers.hf.HFSampler` therefore hands the projection a contiguous
+copy while it samples. This script plays the same full 6-guess Wordle games (the first
+``--eval-words`` validation words, the embedded SmolLM2-135M-Instruct after ``--sft-steps``
+steps of the recipe's SFT on teacher games, so that its turns have the similar lengths a
+trained policy's have and are prefilled in one batch; the CPU recipe's serving settings
+with the recap line, temperature 0.5, the same seeds, 16 games a batch)
+with the copy and with the view, in bfloat16 (where the CPU computes it natively) and in
+float32, in one run, each after an untimed one-game warm-up in its format.
+
+It prints the wall seconds of each side (:func:`mtrl_gym.evaluation.evaluate`, model loading
+included), the copy's speed-up, and whether the two sides played the same games (the copy
+gives bit-equal projections in bfloat16; in float32 the kernels may round differently, so
+there a differing game is reported, not failed). Exit status 1 when the copy costs time in a
+format (more than the noise allowance of 10 %), or when a bfloat16 game differs. (In float32
+the slow path costs about 30 ms a prefill on a 2-core CPU, within that noise; in bfloat16
+over a second.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+from pathlib import Path
+
+from precision_cpu import eval_seconds, positive, sft_step_seconds
+
+NOISE = 1.10
+"""The copy fails when it is slower than the view by more than this factor."""
+
+
+def _games(folder: Path) -> list:
+    from mtrl_gym.evaluation import read_records
+
+    return [r["messages"] for r in read_records(folder / "trajectories" / "sft.jsonl")]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sft-steps", type=positive, default=4, help="SFT steps of the adapter that plays")
+    p.add_argument("--eval-words", type=positive, default=16)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    args = p.parse_args()
+    import torch
+
+    from mtrl_gym import memory
+    from mtrl_gym.rollout.samplers import hf
+    from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+    from mtrl_gym.trainers.grpo.policy import native_bf16
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtypes = ["bfloat16", None] if native_bf16("cpu") else [None]
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; native bfloat16: {native_bf16('cpu')}",
+          flush=True)
+    config = GRPOConfig.load("cpu-sft")
+    config = config.replace(serving={"wrappers": [*config.serving.wrappers, {"name": "WordleRecap", "kwargs": {}}]})
+    copy = hf._contiguous_head_input
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
+                          policy_kwargs={"choice": "ranked", "spelled": True}, num_episodes=8 * args.sft_steps,
+                          model=config.model, serving=config.serving, max_turns=6,
+                          max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
+                          val_size=config.val_size, split_seed=config.split_seed, seed=0)
+        write_demos(make_demos(demo), tmp / "demos.jsonl", demo)
+        _, adapter = sft_step_seconds(tmp / "demos.jsonl", tmp / "sft", args.sft_steps, None)
+        memory.release()
+        for dtype in dtypes:
+            name = dtype or "float32"
+            eval_seconds(config, adapter, tmp / f"warm-up-{name}", 1, dtype)
+            memory.release()
+            for side in ("view", "copy"):
+                hf._contiguous_head_input = copy if side == "copy" else (lambda _model: contextlib.nullcontext())
+                try:
+                    seconds, turns = eval_seconds(config, adapter, tmp / f"{name}-{side}", args.eval_words, dtype)
+                finally:
+                    hf._contiguous_head_input = copy
+                memory.release()
+                results[name, side] = seconds, turns, _games(tmp / f"{name}-{side}")
+                print(f"{name}, {side}: {seconds:.1f} s, {turns} turns", flush=True)
+    failed = False
+    print(f"\n{'':<10} {'view s':>8} {'copy s':>8} {'speed-up':>9}  same games   verdict")
+    for dtype in dtypes:
+        name = dtype or "float32"
+        (view, _, view_games), (mine, _, my_games) = results[name, "view"], results[name, "copy"]
+        same = sum(a == b for a, b in zip(view_games, my_games))
+        ok = mine <= view * NOISE and (name != "bfloat16" or same == len(view_games))
+        failed |= not ok
+        print(f"{name:<10} {view:>8.1f} {mine:>8.1f} {view / mine:>8.2f}x  {same:>4}/{len(view_games):<5}  "
+              f"{'ok' if ok else 'FAIL'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
