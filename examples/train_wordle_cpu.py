@@ -37,6 +37,8 @@ differences, rather than being reused for a table these flags did not make (``re
    decoding plays, and on every guess of its games the plain model learns to put its mass on
    the tokens that continue an allowed word (``SFTConfig.distill``), not to copy the word;
    with ``--distill-fitting``, a word that fits every clue so far (``SFTConfig.distill_fitting``).
+   ``--dagger`` and ``--distill`` together: both sets of games, the teacher's labels learnt as
+   words and the dictionary-decoded games distilled, in one second round.
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **A serving temperature, chosen on training words** (never the validation split): the
@@ -125,7 +127,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dagger", type=int, default=0, metavar="GAMES",
                    help="DAgger: after SFT the model plays GAMES full games on training words at temperature "
                         f"{LEARNER_TEMPERATURE:g}, the teacher labels every board it reached, and SFT continues "
-                        "--round2-steps steps on those labels and the demonstrations (default 0: off)")
+                        "--round2-steps steps on those labels and the demonstrations (default 0: off; with "
+                        "--distill GAMES too, the second round has both)")
     p.add_argument("--expert-iteration", type=int, default=0, metavar="GAMES",
                    help="expert iteration: after SFT the model *with dictionary decoding* plays GAMES full games on "
                         "training words at 1.0; each game up to its first guess that does not fit the clues becomes "
@@ -180,8 +183,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--spelling drills the spelled-out form: give it with --guess-form spelled")
     if args.spelling_lr is not None and not args.spelling:
         p.error("--spelling-lr sets the spelling drill's learning rate: give --spelling STEPS too")
-    if bool(args.dagger) + bool(args.expert_iteration) + bool(args.distill) > 1:
-        p.error("--dagger, --expert-iteration and --distill each make the second round's data: give one of them")
+    if args.expert_iteration and (args.dagger or args.distill):
+        p.error("--expert-iteration makes the second round's data alone: give it without --dagger and --distill "
+                "(those two go together)")
     if args.distill_fitting and not args.distill:
         p.error("--distill-fitting narrows what --distill GAMES scores: give --distill GAMES too")
     # the short version's settings (docs/training.md measures them); a flag given still wins
@@ -409,17 +413,16 @@ LEARNER_TEMPERATURE = 0.5  # DAgger's games: near the temperature the short vers
 DISTILL_REPEAT = 4
 
 
-def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Namespace) -> Path:
-    """The second round's data, from the SFT model's own games on training words the
-    demonstrations did not start from (``--dagger``: every board it reached, labelled by the
-    teacher; ``--expert-iteration``: its dictionary-decoded games, each up to its first guess
-    that does not fit the clues; ``--distill``: its dictionary-decoded games whole, for
+def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Namespace, name: str) -> Path:
+    """Second-round data of kind ``name``, from the SFT model's own games on training words
+    the demonstrations did not start from (``dagger``: every board it reached, labelled by
+    the teacher; ``expert``: its dictionary-decoded games, each up to its first guess that
+    does not fit the clues; ``distill``: its dictionary-decoded games whole, for
     ``SFTConfig.distill``). Returns the file."""
     from mtrl_gym.envs.wordle.play_metrics import board_consistent, replay_game
     from mtrl_gym.trainers.demos import learner_demos, recorded_actions
 
-    name, n = next((k, v) for k, v in (("dagger", args.dagger), ("expert", args.expert_iteration),
-                                        ("distill", args.distill)) if v)
+    n = {"dagger": args.dagger, "expert": args.expert_iteration, "distill": args.distill}[name]
     relabel = name == "dagger"
     path = out / f"{name}.jsonl"
     train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
@@ -588,18 +591,20 @@ def main() -> None:
                        "seconds": sft_summary["seconds"] + drill_summary["seconds"]}
     memory.release()
     first_adapter = sft_adapter
-    if args.dagger or args.expert_iteration or args.distill:
+    kinds = [k for k, n in (("dagger", args.dagger), ("expert", args.expert_iteration), ("distill", args.distill)) if n]
+    if kinds:
         with peaks("learner data"):
-            extra = learner_data(preset, out, sft_adapter, args)
+            extra = {kind: learner_data(preset, out, sft_adapter, args, kind) for kind in kinds}
         memory.release()
+        labels = [path for kind, path in extra.items() if kind != "distill"]  # learnt as words
         with peaks("SFT, round 2"):
-            sft_adapter, round2 = supervised(demos if args.distill else [*demos, extra], out / "sft2", args,
+            sft_adapter, round2 = supervised([*demos, *labels], out / "sft2", args,
                                              init_adapter=first_adapter, steps=args.round2_steps,
-                                             distill=[extra] if args.distill else (),
+                                             distill=[extra["distill"]] if "distill" in extra else (),
                                              fitting=args.distill_fitting)
         sft_summary = {**sft_summary, "round2": round2, "seconds": sft_summary["seconds"] + round2["seconds"]}
-        print(f"SFT round 2 on {extra}: {round2['steps']} steps in {round2['seconds'] / 60:.1f} min -> {sft_adapter}",
-              flush=True)
+        print(f"SFT round 2 on {', '.join(map(str, extra.values()))}: {round2['steps']} steps in "
+              f"{round2['seconds'] / 60:.1f} min -> {sft_adapter}", flush=True)
         memory.release()
 
     config = preset.replace(init_adapter=str(sft_adapter))

@@ -203,7 +203,8 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
     adapter = tmp_path / "sft" / "adapter"
     adapter.mkdir(parents=True)
     (adapter / "adapter_model.safetensors").write_text("weights")
-    path = recipe.learner_data(config, tmp_path, adapter, args)
+    kind = {"--dagger": "dagger", "--expert-iteration": "expert", "--distill": "distill"}[flag]
+    path = recipe.learner_data(config, tmp_path, adapter, args, kind)
     assert path.name == {"--dagger": "dagger.jsonl", "--expert-iteration": "expert.jsonl",
                          "--distill": "distill.jsonl"}[flag] and path.is_file()
     ((temperature, constrained, rows),) = played
@@ -215,14 +216,16 @@ def test_the_second_round_plays_training_words_only_and_expert_iteration_cuts_at
     # DAgger keeps every turn (the teacher labels them all), and distillation (every state of the constrained
     # policy counts); expert iteration the turns before the misfit
     assert all(len(actions) == (2 if flag == "--expert-iteration" else 4) for _, actions in games)
-    assert recipe.learner_data(config, tmp_path, adapter, args) == path and len(played) == 1  # made: reused
+    assert recipe.learner_data(config, tmp_path, adapter, args, kind) == path and len(played) == 1  # made: reused
     (adapter / "adapter_model.safetensors").write_text("another SFT")
     with pytest.raises(SystemExit, match="adapter is not the one it was made from"):
-        recipe.learner_data(config, tmp_path, adapter, args)
+        recipe.learner_data(config, tmp_path, adapter, args, kind)
     for pair in (["--dagger", "8", "--expert-iteration", "8"], ["--distill", "8", "--expert-iteration", "8"],
-                 ["--distill", "-1"]):
+                 ["--distill", "-1"], ["--dagger", "8", "--distill-fitting"]):
         with pytest.raises(SystemExit):
             recipe.parse_args(pair)
+    both = recipe.parse_args(["--dagger", "8", "--distill", "8", "--distill-fitting"])  # DAgger's labels beside
+    assert (both.dagger, both.distill, both.distill_fitting) == (8, 8, True)
 
 
 def test_the_spelling_drill_spells_every_answer_word_twice_in_the_serving_format(recipe, monkeypatch, tmp_path,
@@ -287,6 +290,44 @@ def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(reci
     for wrong in (["--spelling", "-1"], ["--spelling-lr", "5e-3"]):  # a drill's rate without a drill does nothing
         with pytest.raises(SystemExit):
             recipe.parse_args(wrong)
+
+
+@pytest.mark.parametrize("flags, labels, distilled", [
+    (["--dagger", "8", "--distill", "8", "--distill-fitting"], ["dagger.jsonl"], ["distill.jsonl"]),
+    (["--dagger", "8"], ["dagger.jsonl"], []),
+    (["--distill", "8"], [], ["distill.jsonl"]),
+    (["--expert-iteration", "8"], ["expert.jsonl"], [])])
+def test_the_second_round_learns_labels_as_words_and_distils_the_dictionary_decoded_games(
+        recipe, monkeypatch, tmp_path, flags, labels, distilled):
+    import sys
+
+    rounds, made = [], []
+
+    def fake_supervised(demos, out, args, init_adapter=None, steps=None, learning_rate=None, distill=(),
+                        fitting=False):
+        rounds.append(([Path(d).name for d in demos], out.name, init_adapter, steps,
+                       [Path(d).name for d in distill], fitting))
+        return out / "adapter", {"steps": steps or args.sft_steps, "seconds": 60.0}
+
+    def fake_learner_data(config, out, adapter, args, name):
+        made.append((name, adapter))
+        return out / f"{name}.jsonl"
+
+    metrics = {"valid_word_rate": 0.5, "new_word_rate": 0.5, "consistency": 0.0, "random_consistency": 0.0,
+               "solve_rate": 0.0, "eval_seconds": 1.0}
+    monkeypatch.setattr(recipe, "demonstrations", lambda config, out, args: [out / "demos.jsonl"])
+    monkeypatch.setattr(recipe, "supervised", fake_supervised)
+    monkeypatch.setattr(recipe, "learner_data", fake_learner_data)
+    monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
+                                                             {"steps": 2, "seconds": {"step": 30.0}}))
+    monkeypatch.setattr(recipe, "games", lambda *a, **k: dict(metrics))
+    monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", "--short", *flags, "--serving-temperature", "0.5",
+                                      "--no-dictionary", "--skip-base", "--out", str(tmp_path)])
+    recipe.main()
+    first = tmp_path / "sft" / "adapter"
+    assert [name for name, _ in made] == [name.removesuffix(".jsonl") for name in labels + distilled]
+    assert all(adapter == first for _, adapter in made)  # every game is the first round's model's
+    assert rounds[1] == (["demos.jsonl", *labels], "sft2", first, 16, distilled, "--distill-fitting" in flags)
 
 
 def test_a_stage_made_with_other_settings_or_inputs_is_not_reused(recipe, tmp_path):
