@@ -51,14 +51,14 @@ def sft_step_seconds(demos: Path, out: Path, steps: int, autocast: str | None) -
     return statistics.median(seconds[1:]), Path(summary["adapter"])
 
 
-def eval_seconds(config, adapter: Path | None, out: Path, words: int, dtype: str | None) -> tuple[float, int]:
-    """Wall seconds of full games on ``words`` validation words, and the turns played
-    (``adapter`` None: the base model); the trajectories are in ``out``."""
+def eval_seconds(config, adapter: Path, out: Path, words: int, dtype: str | None) -> tuple[float, int]:
+    """Wall seconds of full games on ``words`` validation words, and the turns played (the
+    trajectories are in ``out``)."""
     from mtrl_gym.evaluation import EvalConfig, ModelPool, RunSpec, evaluate, read_records
     from mtrl_gym.evaluation.serving import system_prompt_file
 
     prompt = config.env_wrappers[0]["kwargs"]
-    spec = RunSpec("sft", model=config.model, adapter=str(adapter) if adapter else None,
+    spec = RunSpec("sft", model=config.model, adapter=str(adapter),
                    serving=config.serving.replace(temperature=0.5, system_prompt=system_prompt_file(prompt["text"], out),
                                                   tools=prompt["tools"]))
     started = time.monotonic()

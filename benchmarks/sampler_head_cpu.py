@@ -17,8 +17,11 @@ float32, in one run, each after an untimed one-game warm-up in its format.
 It prints the wall seconds of each side (:func:`mtrl_gym.evaluation.evaluate`, model loading
 included), the copy's speed-up, and whether the two sides played the same games (the copy
 gives bit-equal projections in bfloat16; in float32 the kernels may round differently, so
-there a differing game is reported, not failed). Exit status 1 when the copy costs time in a
-format (more than the noise allowance of 10 %), or when a bfloat16 game differs. (In float32
+there a differing game is reported, not failed), and how many of the projection's inputs
+were strided on each side. Exit status 1 when the copy costs time in a format (more than the
+noise allowance of 10 %), when a bfloat16 game differs, when the view side never handed the
+projection a strided input (the comparison then measures nothing), or when the copy side
+did. Each side runs first in one format. (In float32
 the slow path costs about 30 ms a prefill on a 2-core CPU, within that noise; in bfloat16
 over a second.)
 """
@@ -35,6 +38,24 @@ from precision_cpu import eval_seconds, positive, sft_step_seconds
 
 NOISE = 1.10
 """The copy fails when it is slower than the view by more than this factor."""
+
+
+def _watched(copy, seen: list[bool]):
+    """The sampler's head context with a watch: ``seen`` gets whether each input of the
+    projection was contiguous (``copy`` None: the view, no copy)."""
+
+    @contextlib.contextmanager
+    def context(model):
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        watch = base.get_output_embeddings().register_forward_hook(
+            lambda _module, args, _out: seen.append(args[0].is_contiguous()))
+        try:
+            with copy(model) if copy is not None else contextlib.nullcontext():
+                yield
+        finally:
+            watch.remove()
+
+    return context
 
 
 def _games(folder: Path) -> list:
@@ -76,29 +97,35 @@ def main() -> int:
         write_demos(make_demos(demo), tmp / "demos.jsonl", demo)
         _, adapter = sft_step_seconds(tmp / "demos.jsonl", tmp / "sft", args.sft_steps, None)
         memory.release()
-        for dtype in dtypes:
+        for i, dtype in enumerate(dtypes):
             name = dtype or "float32"
             eval_seconds(config, adapter, tmp / f"warm-up-{name}", 1, dtype)
             memory.release()
-            for side in ("view", "copy"):
-                hf._contiguous_head_input = copy if side == "copy" else (lambda _model: contextlib.nullcontext())
+            for side in ("view", "copy") if i % 2 == 0 else ("copy", "view"):  # each side first once
+                seen: list[bool] = []
+                hf._contiguous_head_input = _watched(copy if side == "copy" else None, seen)
                 try:
                     seconds, turns = eval_seconds(config, adapter, tmp / f"{name}-{side}", args.eval_words, dtype)
                 finally:
                     hf._contiguous_head_input = copy
                 memory.release()
-                results[name, side] = seconds, turns, _games(tmp / f"{name}-{side}")
-                print(f"{name}, {side}: {seconds:.1f} s, {turns} turns", flush=True)
+                results[name, side] = seconds, turns, _games(tmp / f"{name}-{side}"), seen
+                print(f"{name}, {side}: {seconds:.1f} s, {turns} turns, {seen.count(False)} of the projection's "
+                      f"{len(seen)} inputs strided", flush=True)
     failed = False
     print(f"\n{'':<10} {'view s':>8} {'copy s':>8} {'speed-up':>9}  same games   verdict")
     for dtype in dtypes:
         name = dtype or "float32"
-        (view, _, view_games), (mine, _, my_games) = results[name, "view"], results[name, "copy"]
+        (view, _, view_games, view_seen), (mine, _, my_games, my_seen) = results[name, "view"], results[name, "copy"]
         same = sum(a == b for a, b in zip(view_games, my_games))
-        ok = mine <= view * NOISE and (name != "bfloat16" or same == len(view_games))
-        failed |= not ok
+        why = [reason for reason, bad in (
+            ("the copy is slower", mine > view * NOISE),
+            ("a game differs", name == "bfloat16" and same != len(view_games)),
+            ("the view side never strided the projection's input: nothing was measured", all(view_seen)),
+            ("the copy side left a strided input", not all(my_seen))) if bad]
+        failed |= bool(why)
         print(f"{name:<10} {view:>8.1f} {mine:>8.1f} {view / mine:>8.2f}x  {same:>4}/{len(view_games):<5}  "
-              f"{'ok' if ok else 'FAIL'}")
+              f"{'FAIL: ' + '; '.join(why) if why else 'ok'}")
     return 1 if failed else 0
 
 

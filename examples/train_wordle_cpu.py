@@ -27,7 +27,8 @@ differences, rather than being reused for a table these flags did not make (``re
 2. **SFT**: a LoRA adapter learns the teacher's guesses (loss on the assistant's word
    tokens only), for ``--sft-steps`` steps of 8 examples (no time cap unless
    ``--sft-minutes``: a slow machine gives the same table, later).
-   *A second round* (``--dagger``, ``--expert-iteration`` or ``--distill GAMES``): the SFT
+   *A second round* (``--dagger``, ``--expert-iteration`` or ``--distill GAMES``; ``--dagger``
+   and ``--distill`` may be combined): the SFT
    model plays full games on training words the demonstrations did not start from, and SFT
    continues from its adapter for ``--round2-steps`` steps on those games and the
    demonstrations. DAgger: the teacher labels every board the model reached (its own turns are
@@ -128,17 +129,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="DAgger: after SFT the model plays GAMES full games on training words at temperature "
                         f"{LEARNER_TEMPERATURE:g}, the teacher labels every board it reached, and SFT continues "
                         "--round2-steps steps on those labels and the demonstrations (default 0: off; with "
-                        "--distill GAMES too, the second round has both)")
+                        "--distill GAMES too, the second round has both, the DAgger games on the first of the "
+                        "distilled games' words)")
     p.add_argument("--expert-iteration", type=int, default=0, metavar="GAMES",
                    help="expert iteration: after SFT the model *with dictionary decoding* plays GAMES full games on "
                         "training words at 1.0; each game up to its first guess that does not fit the clues becomes "
-                        "SFT data for the plain model (--round2-steps more steps; default 0: off)")
+                        "SFT data for the plain model (--round2-steps more steps; default 0: off; not with "
+                        "--dagger or --distill)")
     p.add_argument("--distill", type=int, default=0, metavar="GAMES",
                    help="distil the dictionary-decoded policy: after SFT the model *with dictionary decoding* plays "
                         "GAMES full games on training words at 1.0, and SFT continues --round2-steps steps on the "
                         "demonstrations and those games, where each guess token is scored by -log P(the tokens that "
-                        f"continue an allowed word) (the games weigh {DISTILL_REPEAT}x; default 0: off; measured in "
-                        "docs/training.md)")
+                        f"continue an allowed word) (the games weigh {DISTILL_REPEAT}x; default 0: off; with --dagger "
+                        "GAMES too, both in one round; measured in docs/training.md)")
     p.add_argument("--distill-fitting", action="store_true",
                    help="with --distill: score each guess token by -log P(the tokens that continue a word fitting "
                         "every clue so far) while the played guess still begins one (SFTConfig.distill_fitting; "
@@ -185,7 +188,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--spelling-lr sets the spelling drill's learning rate: give --spelling STEPS too")
     if args.expert_iteration and (args.dagger or args.distill):
         p.error("--expert-iteration makes the second round's data alone: give it without --dagger and --distill "
-                "(those two go together)")
+                "(those two may be combined)")
     if args.distill_fitting and not args.distill:
         p.error("--distill-fitting narrows what --distill GAMES scores: give --distill GAMES too")
     # the short version's settings (docs/training.md measures them); a flag given still wins

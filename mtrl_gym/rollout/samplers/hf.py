@@ -548,11 +548,12 @@ def _contiguous_head_input(model):
 
     With ``logits_to_keep=1`` a prefill hands the vocabulary projection the view
     ``hidden[:, -1:, :]`` of a multi-row batch, strided by the whole prompt. CPU matmul
-    kernels take a slow path on such a view: on this project's 2-core CPU the SmolLM2
+    kernels can take a slow path on such a view: on a 2-core Intel Xeon with AMX the SmolLM2
     projection (49,152 x 576) took 1.2 s for 16 rows in bfloat16 against 4 ms on a
-    contiguous copy (6x slower in float32), most of a held-out Wordle game's time. The copy
-    is 16 x 576 values and the result is the same (bit for bit in bfloat16).
-    ``benchmarks/sampler_cpu.py`` measures it.
+    contiguous copy (6x slower in float32), a third or more of a held-out Wordle game's
+    bfloat16 time. The copy is 16 x 576 values; the logits are the same bit for bit in
+    bfloat16 (float32 kernels may round the last bit differently).
+    ``benchmarks/sampler_head_cpu.py`` measures it.
     """
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
