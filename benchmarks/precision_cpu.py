@@ -35,6 +35,27 @@ import time
 from pathlib import Path
 
 
+def recipe_config():
+    """The ``cpu-sft`` preset with the recipe's recap line (its spelled guesses are the preset's)."""
+    from mtrl_gym.trainers.grpo.config import GRPOConfig
+
+    config = GRPOConfig.load("cpu-sft")
+    return config.replace(serving={"wrappers": [*config.serving.wrappers, {"name": "WordleRecap", "kwargs": {}}]})
+
+
+def teacher_demos(config, path: Path, episodes: int) -> Path:
+    """``episodes`` ranked-teacher games (seed 0) in ``config``'s spelled serving format, written to ``path``."""
+    from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
+
+    demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
+                      policy_kwargs={"choice": "ranked", "spelled": True}, num_episodes=episodes,
+                      model=config.model, serving=config.serving, max_turns=6,
+                      max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
+                      val_size=config.val_size, split_seed=config.split_seed, seed=0)
+    write_demos(make_demos(demo), path, demo)
+    return path
+
+
 def sft_step_seconds(demos: Path, out: Path, steps: int, autocast: str | None) -> tuple[float, Path]:
     """The median seconds of an SFT step after the first, and the adapter."""
     from mtrl_gym.jsonl import iter_jsonl
@@ -77,35 +98,35 @@ def positive(text: str) -> int:
     return value
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sft-steps", type=positive, default=4, help="SFT steps per format, the first untimed")
+def parse_args(doc: str, steps_help: str) -> argparse.Namespace:
+    """The flags both CPU-recipe benchmarks take (``--sft-steps``, ``--eval-words``,
+    ``--threads``); sets torch's threads when given."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--sft-steps", type=positive, default=4, help=steps_help)
     p.add_argument("--eval-words", type=positive, default=16)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = p.parse_args()
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    return args
+
+
+def main() -> int:
+    args = parse_args(__doc__, "SFT steps per format, the first untimed")
     import torch
 
     from mtrl_gym import memory
-    from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
-    from mtrl_gym.trainers.grpo.config import GRPOConfig
     from mtrl_gym.trainers.grpo.policy import native_bf16
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     picked = "bfloat16" if native_bf16("cpu") else "float32"
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; native bfloat16: {native_bf16('cpu')}, "
           f"so --precision auto picks {picked}", flush=True)
-    config = GRPOConfig.load("cpu-sft")
-    config = config.replace(serving={"wrappers": [*config.serving.wrappers, {"name": "WordleRecap", "kwargs": {}}]})
+    config = recipe_config()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
-                          policy_kwargs={"choice": "ranked", "spelled": True}, num_episodes=8 * (args.sft_steps + 1),
-                          model=config.model, serving=config.serving, max_turns=6,
-                          max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
-                          val_size=config.val_size, split_seed=config.split_seed, seed=0)
-        demos = tmp / "demos.jsonl"
-        write_demos(make_demos(demo), demos, demo)
+        demos = teacher_demos(config, tmp / "demos.jsonl", 8 * (args.sft_steps + 1))
         peaks = memory.PeakMemory()
         with peaks("sft float32"):
             fp32_sft, adapter = sft_step_seconds(demos, tmp / "sft-fp32", args.sft_steps, None)

@@ -28,13 +28,12 @@ over a second.)
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 import tempfile
 from pathlib import Path
 
-from precision_cpu import eval_seconds, positive, sft_step_seconds
+from precision_cpu import eval_seconds, parse_args, recipe_config, sft_step_seconds, teacher_demos
 
 NOISE = 1.10
 """The copy fails when it is slower than the view by more than this factor."""
@@ -64,38 +63,36 @@ def _games(folder: Path) -> list:
     return [r["messages"] for r in read_records(folder / "trajectories" / "sft.jsonl")]
 
 
+def verdict(name: str, view: tuple, copy: tuple) -> list[str]:
+    """Why the copy fails in format ``name`` (empty: it passes); each side is ``(seconds, turns,
+    games, seen)``, ``seen`` whether each input of the projection was contiguous."""
+    (view_s, _, view_games, view_seen), (copy_s, _, copy_games, copy_seen) = view, copy
+    different = len(view_games) != len(copy_games) or any(a != b for a, b in zip(view_games, copy_games))
+    return [reason for reason, bad in (
+        ("the copy is slower", copy_s > view_s * NOISE),
+        ("a game differs", name == "bfloat16" and different),
+        ("the view side never strided the projection's input: nothing was measured", all(view_seen)),
+        ("the copy side left a strided input", not all(copy_seen))) if bad]
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sft-steps", type=positive, default=4, help="SFT steps of the adapter that plays")
-    p.add_argument("--eval-words", type=positive, default=16)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    args = p.parse_args()
+    args = parse_args(__doc__, "SFT steps of the adapter that plays")
     import torch
 
     from mtrl_gym import memory
     from mtrl_gym.rollout.samplers import hf
-    from mtrl_gym.trainers.demos import DemoConfig, make_demos, write_demos
-    from mtrl_gym.trainers.grpo.config import GRPOConfig
     from mtrl_gym.trainers.grpo.policy import native_bf16
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     dtypes = ["bfloat16", None] if native_bf16("cpu") else [None]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; native bfloat16: {native_bf16('cpu')}",
           flush=True)
-    config = GRPOConfig.load("cpu-sft")
-    config = config.replace(serving={"wrappers": [*config.serving.wrappers, {"name": "WordleRecap", "kwargs": {}}]})
+    config = recipe_config()
     copy = hf._contiguous_head_input
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        demo = DemoConfig(env=config.env, env_wrappers=[config.env_wrappers[0]], policy="teacher",
-                          policy_kwargs={"choice": "ranked", "spelled": True}, num_episodes=8 * args.sft_steps,
-                          model=config.model, serving=config.serving, max_turns=6,
-                          max_episode_tokens=config.episode.max_tokens, train_size=config.train_size,
-                          val_size=config.val_size, split_seed=config.split_seed, seed=0)
-        write_demos(make_demos(demo), tmp / "demos.jsonl", demo)
-        _, adapter = sft_step_seconds(tmp / "demos.jsonl", tmp / "sft", args.sft_steps, None)
+        demos = teacher_demos(config, tmp / "demos.jsonl", 8 * args.sft_steps)
+        _, adapter = sft_step_seconds(demos, tmp / "sft", args.sft_steps, None)
         memory.release()
         for i, dtype in enumerate(dtypes):
             name = dtype or "float32"
@@ -116,13 +113,9 @@ def main() -> int:
     print(f"\n{'':<10} {'view s':>8} {'copy s':>8} {'speed-up':>9}  same games   verdict")
     for dtype in dtypes:
         name = dtype or "float32"
-        (view, _, view_games, view_seen), (mine, _, my_games, my_seen) = results[name, "view"], results[name, "copy"]
+        (view, _, view_games, _), (mine, _, my_games, _) = results[name, "view"], results[name, "copy"]
         same = sum(a == b for a, b in zip(view_games, my_games))
-        why = [reason for reason, bad in (
-            ("the copy is slower", mine > view * NOISE),
-            ("a game differs", name == "bfloat16" and same != len(view_games)),
-            ("the view side never strided the projection's input: nothing was measured", all(view_seen)),
-            ("the copy side left a strided input", not all(my_seen))) if bad]
+        why = verdict(name, results[name, "view"], results[name, "copy"])
         failed |= bool(why)
         print(f"{name:<10} {view:>8.1f} {mine:>8.1f} {view / mine:>8.2f}x  {same:>4}/{len(view_games):<5}  "
               f"{'FAIL: ' + '; '.join(why) if why else 'ok'}")

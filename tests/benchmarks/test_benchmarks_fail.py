@@ -67,3 +67,19 @@ def test_wordle_env_benchmark_fails_below_its_steps_floor(monkeypatch):
     monkeypatch.setattr(bench, "_FLOOR_MISSES", [])
     bench.bench_steps(episodes=2, rounds=1, seed=0)
     assert bench._FLOOR_MISSES and "5,000 < floor 20,000" in bench._FLOOR_MISSES[0]
+
+
+def test_the_projection_benchmark_fails_a_copy_that_costs_time_changes_a_game_or_measures_nothing(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))  # it shares precision_cpu's helpers
+    bench = _load("sampler_head_cpu")
+    games = [["a game"], ["another"]]
+    view, copy = (14.0, 96, games, [True, False]), (8.0, 96, games, [True, True])
+    assert bench.verdict("bfloat16", view, copy) == []
+    assert bench.verdict("float32", view, (14.5, 96, games, [True])) == []  # within the noise allowance
+    assert bench.verdict("float32", view, (16.0, 96, games, [True])) == ["the copy is slower"]
+    changed = (8.0, 96, [["a game"], ["changed"]], [True])
+    assert bench.verdict("bfloat16", view, changed) == ["a game differs"]
+    assert bench.verdict("float32", view, changed) == []  # float32 may round differently: reported, not failed
+    assert bench.verdict("bfloat16", (14.0, 96, games, [True, True]), copy) == [
+        "the view side never strided the projection's input: nothing was measured"]
+    assert bench.verdict("bfloat16", view, (8.0, 96, games, [False])) == ["the copy side left a strided input"]
