@@ -416,6 +416,13 @@ LEARNER_TEMPERATURE = 0.5  # DAgger's games: near the temperature the short vers
 DISTILL_REPEAT = 4
 
 
+def second_round_games(args: argparse.Namespace) -> dict[str, int]:
+    """The second round's kinds of data the flags ask for (``dagger``, ``expert``, ``distill``),
+    each with its number of games."""
+    games = {"dagger": args.dagger, "expert": args.expert_iteration, "distill": args.distill}
+    return {kind: n for kind, n in games.items() if n}
+
+
 def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Namespace, name: str) -> Path:
     """Second-round data of kind ``name``, from the SFT model's own games on training words
     the demonstrations did not start from (``dagger``: every board it reached, labelled by
@@ -425,7 +432,7 @@ def learner_data(config: GRPOConfig, out: Path, adapter: Path, args: argparse.Na
     from mtrl_gym.envs.wordle.play_metrics import board_consistent, replay_game
     from mtrl_gym.trainers.demos import learner_demos, recorded_actions
 
-    n = {"dagger": args.dagger, "expert": args.expert_iteration, "distill": args.distill}[name]
+    n = second_round_games(args)[name]
     relabel = name == "dagger"
     path = out / f"{name}.jsonl"
     train, _ = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
@@ -594,7 +601,7 @@ def main() -> None:
                        "seconds": sft_summary["seconds"] + drill_summary["seconds"]}
     memory.release()
     first_adapter = sft_adapter
-    kinds = [k for k, n in (("dagger", args.dagger), ("expert", args.expert_iteration), ("distill", args.distill)) if n]
+    kinds = second_round_games(args)
     if kinds:
         with peaks("learner data"):
             extra = {kind: learner_data(preset, out, sft_adapter, args, kind) for kind in kinds}

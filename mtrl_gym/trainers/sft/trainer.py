@@ -172,7 +172,7 @@ class SFTTrainer:
             raise ConfigError("`distill` needs a stop string in the serving settings: the constraint's allowed texts "
                               "are the env's actions followed by it, as in dictionary decoding")
         constraints: dict[str, Any] = {}
-        encoded: dict[str, list[int]] = {}  # a fitting action's text + stop -> its token ids, shared by every game
+        encoded: dict[str, list[int]] = {}  # a fitting action's text -> its ids followed by stop's, for every game
         sequences = demo_sequences(games, vocab_size=vocab, start=start)
         by_index = {seq.index: seq for seq in sequences}
         for i, game in enumerate(games, start):
@@ -190,7 +190,8 @@ class SFTTrainer:
 
     def _fitting(self, turns: list, stop: str, encoded: dict[str, list[int]]) -> list:
         """The constraints of one game's fitting texts (:func:`_fitting_texts`), each followed by
-        ``stop``, per turn; None where any action fits. ``encoded`` caches each text's token ids."""
+        ``stop``, per turn; None where any action fits. ``encoded`` caches each text's token ids
+        (with ``stop``, the same for every game of the run)."""
         from mtrl_gym.rollout.constraint import CompletionConstraint
 
         out = []
@@ -199,9 +200,9 @@ class SFTTrainer:
                 out.append(None)
                 continue
             for text in texts:
-                if text + stop not in encoded:
-                    encoded[text + stop] = self.tokenizer.encode(text + stop, add_special_tokens=False)
-            out.append(CompletionConstraint([encoded[t + stop] for t in texts], name="fitting"))
+                if text not in encoded:
+                    encoded[text] = self.tokenizer.encode(text + stop, add_special_tokens=False)
+            out.append(CompletionConstraint([encoded[t] for t in texts], name="fitting"))
         return out
 
     def _allowed(self, micro) -> AllowedTokens | None:
