@@ -557,7 +557,8 @@ def table(columns: dict[str, dict], title: str = "held-out, full games") -> str:
                 n = m.get(LETTER_CLUES[key])
                 cells.append(f"{v:.1%} ({m['random_' + key]:.1%}) ({m[key + '_n']}/{n})" if n else "no such turn")
             elif key == "top_guess_share":
-                cells.append(f"{v:.1%} ({m['top_guess']})" if m.get("top_guess") else "no valid guess")
+                count = f", {m['top_guess_n']}/{m['valid_words']}" if "top_guess_n" in m else ""  # older results
+                cells.append(f"{v:.1%} ({m['top_guess']}{count})" if m.get("top_guess") else "no valid guess")
             elif key in ("consistency_vs_random", "outcome_reward_mean"):
                 cells.append(f"{v:.2f}")
             else:

@@ -142,11 +142,11 @@ def test_the_table_gives_intervals_and_no_valid_guess(recipe):
     base = {"valid_word_rate": 0.0, "valid_word_low": 0.0, "valid_word_high": 0.038, "valid_words": 0, "turns": 96,
             "new_word_rate": 0.0, "top_guess": "", "top_guess_share": 0.0}
     trained = {"valid_word_rate": 0.25, "valid_word_low": 0.172, "valid_word_high": 0.348, "valid_words": 24,
-               "turns": 96, "top_guess": "irate", "top_guess_share": 0.3}
+               "turns": 96, "top_guess": "irate", "top_guess_share": 0.3, "top_guess_n": 7}
     text = recipe.table({"base": base, "SFT": trained}, "held out, T=0.3 (recommended)")
     assert "| held out, T=0.3 (recommended) | base | SFT |" in text
     assert "| valid word | 0.0% [0.0%, 3.8%] (0/96) | 25.0% [17.2%, 34.8%] (24/96) |" in text
-    assert "no valid guess" in text and "30.0% (irate)" in text
+    assert "no valid guess" in text and "30.0% (irate, 7/24)" in text  # the count beside the share
     reads = {**trained, "greens_kept": 0.351, "random_greens_kept": 0.062, "greens_kept_n": 53, "green_turns": 151}
     text = recipe.table({"SFT": reads})
     assert "| greens kept, any 5 letters (random word) | 35.1% (6.2%) (53/151) |" in text

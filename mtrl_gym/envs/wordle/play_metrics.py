@@ -33,8 +33,9 @@ and each turn is scored against the board the agent saw before it:
   6 / 1,923 = 0.31 %) as the floor to beat;
 * ``top_guess_share``/``top_guess``: the most common *valid* guess (a dictionary word) and
   its share of the valid turns, so a policy that plays one word whenever it spells a word is
-  seen as collapsed however few words it spells; ``top_guess`` is ``""`` when no turn made a
-  valid guess (reports then say "no valid guess").
+  seen as collapsed however few words it spells (``top_guess_n``: its count, which reports
+  print beside the share, so 100 % of one valid turn reads as what it is); ``top_guess`` is
+  ``""`` when no turn made a valid guess (reports then say "no valid guess").
 
 >>> from mtrl_gym.envs.wordle.solver import format_guess
 >>> m = play_metrics([("paste", [format_guess("crane"), format_guess("paste")])])
@@ -252,7 +253,7 @@ def play_metrics(games: Sequence[tuple[str, Sequence[str]]], *, control_seed: in
             "control_consistency": rate(control, later),
             "solve_rate": rate(solved, len(games)), "solved": solved, "solve_rate_low": low, "solve_rate_high": high,
             "random_answer_solve_rate": RANDOM_ANSWER_SOLVE_RATE,
-            "top_guess": top, "top_guess_share": rate(top_n, sum(guesses.values()))}
+            "top_guess": top, "top_guess_share": rate(top_n, sum(guesses.values())), "top_guess_n": top_n}
 
 
 def records_play_metrics(records: Sequence[Mapping[str, Any]], *, split_seed: int = 42) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def test_the_random_letter_clue_shares_count_the_allowed_words():
 
 def test_the_most_common_guess_counts_real_words_only():
     m = play_metrics([("paste", [G("zzzzz"), G("zzzzz"), G("zzzzz"), G("crane")])])
-    assert m["top_guess"] == "crane" and m["top_guess_share"] == 1.0
+    assert m["top_guess"] == "crane" and m["top_guess_share"] == 1.0 and m["top_guess_n"] == 1
     none = play_metrics([("paste", [G("zzzzz"), G("qqqqq")])])
     assert none["top_guess"] == "" and none["top_guess_share"] == 0.0
 
