@@ -45,8 +45,9 @@ def _watched(copy, seen: list[bool]):
 
     @contextlib.contextmanager
     def context(model):
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        watch = base.get_output_embeddings().register_forward_hook(
+        from mtrl_gym.rollout.samplers import hf
+
+        watch = hf._output_projection(model).register_forward_hook(
             lambda _module, args, _out: seen.append(args[0].is_contiguous()))
         try:
             with copy(model) if copy is not None else contextlib.nullcontext():

@@ -542,6 +542,12 @@ def _eval_mode(model):
             model.train()
 
 
+def _output_projection(model):
+    """The vocabulary projection of ``model`` (of its base model under a peft wrapper), or None."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+
+
 @contextmanager
 def _contiguous_head_input(model):
     """Give the output projection a contiguous input while sampling.
@@ -555,8 +561,7 @@ def _contiguous_head_input(model):
     bfloat16 (float32 kernels may round the last bit differently).
     ``benchmarks/sampler_head_cpu.py`` measures it.
     """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    head = _output_projection(model)
     if head is None:
         yield
         return
