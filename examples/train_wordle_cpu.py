@@ -43,8 +43,8 @@ differences, rather than being reused for a table these flags did not make (``re
 3. **GRPO** from the SFT adapter with the ``cpu-sft`` preset: 0-3 pre-played guesses then
    up to 3 model guesses per episode (a repeat costs), collapse guards in the advantages.
 4. **A serving temperature, chosen on training words** (never the validation split): the
-   trained policy plays full games on the last ``--temperature-words`` training words (the
-   short version's demonstrations never reach them) at each of ``--temperatures``; the
+   trained policy plays full games on the last ``--temperature-words`` training words (48;
+   the short version's 16, which its demonstrations never reach) at each of ``--temperatures``; the
    recommendation is the one with the most *new* real words (a repeat or a non-word does not
    count), the higher temperature on a tie. ``--serving-temperature`` skips the choice.
 5. **Evaluations** on the held-out validation words, same words, reset seeds and
@@ -157,8 +157,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="SFT learning rate (default 5e-4; the short version: 2e-3, for its fewer steps)")
     p.add_argument("--temperatures", default="0.3,0.5,0.7,1.0",
                    help="serving temperatures tried on training words (default: 0.3,0.5,0.7,1.0)")
-    p.add_argument("--temperature-words", type=int, default=16,
-                   help="training words (the split's last ones) the temperature is chosen on (default 16)")
+    p.add_argument("--temperature-words", type=int, default=None,
+                   help="training words (the split's last ones) the temperature is chosen on (default 48; "
+                        "the short version: 16, for its time)")
     p.add_argument("--serving-temperature", type=float, default=None,
                    help="serve at this temperature instead of choosing one on training words")
     p.add_argument("--eval-tasks", type=int, default=None,
@@ -193,9 +194,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--distill-fitting narrows what --distill GAMES scores: give --distill GAMES too")
     # the short version's settings (docs/training.md measures them); a flag given still wins
     short = {"sft_steps": 40, "sft_lr": 2e-3, "lexicon": 320, "boards": 320, "demos": 160, "grpo_steps": 2,
-             "guess_form": "spelled" if args.spelling else "word", "recap": False, "eval_tasks": 16}
+             "guess_form": "spelled" if args.spelling else "word", "recap": False, "eval_tasks": 16, "temperature_words": 16}
     full = {"sft_steps": 160, "sft_lr": 5e-4, "lexicon": 0, "boards": 0, "demos": 960, "grpo_steps": 6,
-            "guess_form": "spelled", "recap": True, "eval_tasks": 128}
+            "guess_form": "spelled", "recap": True, "eval_tasks": 128, "temperature_words": 48}
     for key, value in (short if args.short else full).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -203,6 +204,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.precision = "bfloat16" if native_bf16("cpu") else "float32"
     if not 1 <= args.eval_tasks <= 128:
         p.error(f"--eval-tasks takes 1 to 128 held-out words, got {args.eval_tasks}")
+    if not 1 <= args.temperature_words <= 128:
+        p.error(f"--temperature-words takes 1 to 128 training words, got {args.temperature_words}")
     if args.short:
         args.overrides = ["global_batch_size=2", "group_size=4", *args.overrides]
     return args

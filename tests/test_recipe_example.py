@@ -16,11 +16,15 @@ def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe, mon
     assert recipe.parse_args(["--short", "--boards", "0"]).boards == 0
     full = recipe.parse_args([])
     assert (full.sft_steps, full.sft_lr, full.eval_tasks, full.lexicon, full.boards) == (160, 5e-4, 128, 0, 0)
+    assert full.temperature_words == 48  # the full recipe's trial: three times the short one's words, for its noise
+    assert recipe.parse_args(["--temperature-words", "8"]).temperature_words == 8
     assert recipe.parse_args(["--short", "--eval-tasks", "4"]).eval_tasks == 4
     assert recipe.parse_args(["--short", "--eval-tasks", "128"]).eval_tasks == 128  # a flag given wins
     for wrong in ("0", "129"):
         with pytest.raises(SystemExit):
             recipe.parse_args(["--eval-tasks", wrong])
+        with pytest.raises(SystemExit):  # 0 would make the trial's slice train[-0:], the whole split
+            recipe.parse_args(["--temperature-words", wrong])
     assert (short.grpo_steps, full.grpo_steps, full.demos, full.dagger, full.expert_iteration) == (2, 6, 960, 0, 0)
     given = recipe.parse_args(["--short", "--sft-steps", "10", "--sft-lr", "1e-3", "--grpo-steps", "8",
                                "--demos", "64"])  # a flag given is not overridden
