@@ -291,6 +291,7 @@ def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(reci
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["sft"]["spelling"]["steps"] == 3 and results["sft"]["seconds"] == 120.0
     assert results["precision"] == "bfloat16"
+    assert results["temperature_words"] is None  # --serving-temperature: no trial, so no trial words
     for wrong in (["--spelling", "-1"], ["--spelling-lr", "5e-3"]):  # a drill's rate without a drill does nothing
         with pytest.raises(SystemExit):
             recipe.parse_args(wrong)
@@ -540,3 +541,28 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
                                          r"Reusing it would print a table these flags did not make: .*delete .*eval-T1-sft"):
         recipe.games(config, tmp_path / "eval-T1-sft", "sft", str(adapter), 1.0, precision="float32",
                      tasks=train[-1:])
+
+
+def test_the_full_recipe_chooses_its_temperature_on_48_training_words_and_records_them(recipe, monkeypatch, tmp_path):
+    """The trial's words reach ``serving_temperature`` and ``results.json`` (the full recipe's
+    default 48; its figures are flat on 16, docs/training.md)."""
+    import sys
+
+    asked = []
+
+    def fake_trial(config, out, adapter, words, temperatures, precision):
+        asked.append((words, temperatures))
+        return 0.5, {f"{t:g}": {"new_word_rate": 0.1} for t in temperatures}
+
+    monkeypatch.setattr(recipe, "demonstrations", lambda config, out, args: [out / "demos.jsonl"])
+    monkeypatch.setattr(recipe, "supervised", lambda demos, out, args, **k: (out / "adapter", {"steps": 1, "seconds": 1.0}))
+    monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
+                                                             {"steps": 1, "seconds": {"step": 1.0}}))
+    monkeypatch.setattr(recipe, "serving_temperature", fake_trial)
+    monkeypatch.setattr(recipe, "games", lambda *a, **k: {"valid_word_rate": 0.5, "new_word_rate": 0.5, "consistency": 0.0,
+                                                          "random_consistency": 0.0, "solve_rate": 0.0, "eval_seconds": 1.0})
+    monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", "--no-dictionary", "--skip-base", "--out", str(tmp_path)])
+    recipe.main()
+    assert asked == [(48, [0.3, 0.5, 0.7, 1.0])]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["temperature_words"] == 48 and results["serving_temperature"] == 0.5
