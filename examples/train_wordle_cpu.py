@@ -674,7 +674,7 @@ def main() -> None:
     print(report)
     print("peak resident memory per stage:\n  " + peaks.table().replace("\n", "\n  "))
     results = {"precision": args.precision, "serving_temperature": temperature, "temperature_trials": trials,
-               "temperature_words": None if args.serving_temperature is not None else args.temperature_words,
+               "temperature_words": args.temperature_words if trials else None,  # no trial, no trial words
                "tables": tables,
                "peak_rss_mib": peaks.mb, "sft": sft_summary, "grpo": {k: grpo_summary[k] for k in ("steps", "seconds")},
                "train_minutes": (sft_summary["seconds"] + grpo_seconds) / 60,

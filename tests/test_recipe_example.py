@@ -8,6 +8,26 @@ from pathlib import Path
 
 import pytest
 
+#: What a stubbed held-out column returns: the play metrics the table and the trial read.
+STUB_METRICS = {"valid_word_rate": 0.5, "new_word_rate": 0.5, "consistency": 0.0, "random_consistency": 0.0,
+                "solve_rate": 0.0, "eval_seconds": 1.0}
+
+
+def _run_stubbed(recipe, monkeypatch, argv: list[str], **stages) -> None:
+    """``recipe.main()`` on ``argv`` with its costly stages stubbed: the demonstrations, GRPO (an
+    adapter under the SFT one) and every held-out column (:data:`STUB_METRICS`); ``stages``
+    replaces more of the example's functions, or these, by name."""
+    import sys
+
+    monkeypatch.setattr(recipe, "demonstrations", lambda config, out, args: [out / "demos.jsonl"])
+    monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
+                                                             {"steps": 2, "seconds": {"step": 30.0}}))
+    monkeypatch.setattr(recipe, "games", lambda *a, **k: dict(STUB_METRICS))
+    for name, stub in stages.items():
+        monkeypatch.setattr(recipe, name, stub)
+    monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", *argv])
+    recipe.main()
+
 
 def test_the_short_version_is_step_capped_with_its_own_learning_rate(recipe, monkeypatch):
     short = recipe.parse_args(["--short"])
@@ -255,39 +275,26 @@ def test_the_spelling_drill_spells_every_answer_word_twice_in_the_serving_format
 
 
 def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(recipe, monkeypatch, tmp_path, capsys):
-    import sys
-
     calls = []
 
     def fake_supervised(demos, out, args, init_adapter=None, steps=None, learning_rate=None):
         calls.append(([Path(d).name for d in demos], out.name, init_adapter, steps, learning_rate))
         return out / "adapter", {"steps": steps or args.sft_steps, "seconds": 60.0}
 
-    metrics = {"valid_word_rate": 0.5, "new_word_rate": 0.5, "consistency": 0.0, "random_consistency": 0.0,
-               "solve_rate": 0.0}
-    monkeypatch.setattr(recipe, "demonstrations", lambda config, out, args: [out / "demos.jsonl"])
-    monkeypatch.setattr(recipe, "spelling_drill", lambda config, out: out / "spelling.jsonl")
-    monkeypatch.setattr(recipe, "supervised", fake_supervised)
-    monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
-                                                             {"steps": 2, "seconds": {"step": 30.0}}))
     formats = []
 
     def fake_games(*a, precision, **k):
         formats.append(precision)
-        return {**metrics, "eval_seconds": 1.0}
+        return dict(STUB_METRICS)
 
-    monkeypatch.setattr(recipe, "games", fake_games)
-    monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", "--short", "--spelling", "3", "--spelling-lr", "5e-3",
-                                      "--serving-temperature", "0.5", "--no-dictionary", "--out", str(tmp_path),
-                                      "--precision", "bfloat16"])
-    recipe.main()
+    _run_stubbed(recipe, monkeypatch, ["--short", "--spelling", "3", "--spelling-lr", "5e-3", "--serving-temperature",
+                                       "0.5", "--no-dictionary", "--out", str(tmp_path), "--precision", "bfloat16"],
+                 spelling_drill=lambda config, out: out / "spelling.jsonl", supervised=fake_supervised, games=fake_games)
     served = capsys.readouterr().out.splitlines()[-1].strip()  # the last line: serve what it trained
     assert served == f"mtrl-gym serve --model smollm2-135m --adapter {tmp_path / 'sft' / 'adapter' / 'grpo'}"
     assert formats == ["bfloat16"] * 6  # base, SFT, SFT + GRPO at 0.5 and at 1.0
     assert calls == [(["spelling.jsonl"], "sft-spelling", None, 3, 5e-3),
                      (["demos.jsonl"], "sft", tmp_path / "sft-spelling" / "adapter", None, None)]
-    import json
-
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["sft"]["spelling"]["steps"] == 3 and results["sft"]["seconds"] == 120.0
     assert results["precision"] == "bfloat16"
@@ -304,8 +311,6 @@ def test_the_spelling_drill_trains_first_and_sft_continues_from_its_adapter(reci
     (["--expert-iteration", "8"], ["expert.jsonl"], [])])
 def test_the_second_round_learns_labels_as_words_and_distils_the_dictionary_decoded_games(
         recipe, monkeypatch, tmp_path, flags, labels, distilled):
-    import sys
-
     rounds, made = [], []
 
     def fake_supervised(demos, out, args, init_adapter=None, steps=None, learning_rate=None, distill=(),
@@ -318,17 +323,9 @@ def test_the_second_round_learns_labels_as_words_and_distils_the_dictionary_deco
         made.append((name, adapter))
         return out / f"{name}.jsonl"
 
-    metrics = {"valid_word_rate": 0.5, "new_word_rate": 0.5, "consistency": 0.0, "random_consistency": 0.0,
-               "solve_rate": 0.0, "eval_seconds": 1.0}
-    monkeypatch.setattr(recipe, "demonstrations", lambda config, out, args: [out / "demos.jsonl"])
-    monkeypatch.setattr(recipe, "supervised", fake_supervised)
-    monkeypatch.setattr(recipe, "learner_data", fake_learner_data)
-    monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
-                                                             {"steps": 2, "seconds": {"step": 30.0}}))
-    monkeypatch.setattr(recipe, "games", lambda *a, **k: dict(metrics))
-    monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", "--short", *flags, "--serving-temperature", "0.5",
-                                      "--no-dictionary", "--skip-base", "--out", str(tmp_path)])
-    recipe.main()
+    _run_stubbed(recipe, monkeypatch, ["--short", *flags, "--serving-temperature", "0.5", "--no-dictionary",
+                                       "--skip-base", "--out", str(tmp_path)],
+                 supervised=fake_supervised, learner_data=fake_learner_data)
     first = tmp_path / "sft" / "adapter"
     assert [name for name, _ in made] == [name.removesuffix(".jsonl") for name in labels + distilled]
     assert all(adapter == first for _, adapter in made)  # every game is the first round's model's
@@ -546,23 +543,15 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
 def test_the_full_recipe_chooses_its_temperature_on_48_training_words_and_records_them(recipe, monkeypatch, tmp_path):
     """The trial's words reach ``serving_temperature`` and ``results.json`` (the full recipe's
     default 48; its figures are flat on 16, docs/training.md)."""
-    import sys
-
     asked = []
 
     def fake_trial(config, out, adapter, words, temperatures, precision):
         asked.append((words, temperatures))
         return 0.5, {f"{t:g}": {"new_word_rate": 0.1} for t in temperatures}
 
-    monkeypatch.setattr(recipe, "demonstrations", lambda config, out, args: [out / "demos.jsonl"])
-    monkeypatch.setattr(recipe, "supervised", lambda demos, out, args, **k: (out / "adapter", {"steps": 1, "seconds": 1.0}))
-    monkeypatch.setattr(recipe, "reinforce", lambda config: (Path(config.init_adapter) / "grpo",
-                                                             {"steps": 1, "seconds": {"step": 1.0}}))
-    monkeypatch.setattr(recipe, "serving_temperature", fake_trial)
-    monkeypatch.setattr(recipe, "games", lambda *a, **k: {"valid_word_rate": 0.5, "new_word_rate": 0.5, "consistency": 0.0,
-                                                          "random_consistency": 0.0, "solve_rate": 0.0, "eval_seconds": 1.0})
-    monkeypatch.setattr(sys, "argv", ["train_wordle_cpu.py", "--no-dictionary", "--skip-base", "--out", str(tmp_path)])
-    recipe.main()
+    _run_stubbed(recipe, monkeypatch, ["--no-dictionary", "--skip-base", "--out", str(tmp_path)],
+                 supervised=lambda demos, out, args, **k: (out / "adapter", {"steps": 1, "seconds": 1.0}),
+                 serving_temperature=fake_trial)
     assert asked == [(48, [0.3, 0.5, 0.7, 1.0])]
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["temperature_words"] == 48 and results["serving_temperature"] == 0.5
