@@ -115,7 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="end every observation with a one-line recap of the clues, green pattern last "
                         "(mtrl_gym.wrappers.WordleRecap), in the data, GRPO and every evaluation (default: on for "
                         "the recipe's spelled guesses, where it doubles clue use; off in the short version, whose "
-                        "words do not use it; measured in docs/training.md)")
+                        "words do not use it; measured in docs/wordle_runs.md)")
     p.add_argument("--teacher", default="ranked", choices=["ranked", "random", "solver"],
                    help="how the teacher picks among the consistent answers (default: ranked)")
     p.add_argument("--sft-minutes", type=float, default=None,
@@ -148,7 +148,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "measured in docs/training.md)")
     p.add_argument("--spelling", type=int, default=0, metavar="STEPS",
                    help="a spelling drill before SFT: STEPS steps of 8 conversations, each 25 answer words spelled out "
-                        "in the serving format (default 0: none; measured in docs/training.md)")
+                        "in the serving format (default 0: none; measured in docs/wordle_runs.md)")
     p.add_argument("--spelling-lr", type=float, default=None,
                    help="the drill's learning rate (default: SFT's)")
     p.add_argument("--round2-steps", type=int, default=16,

@@ -542,7 +542,7 @@ def test_real_teacher_games_and_a_real_sft_run_are_reused_on_a_rerun_and_refused
 
 def test_the_full_recipe_chooses_its_temperature_on_48_training_words_and_records_them(recipe, monkeypatch, tmp_path):
     """The trial's words reach ``serving_temperature`` and ``results.json`` (the full recipe's
-    default 48; its figures are flat on 16, docs/training.md)."""
+    default 48; its figures are flat on 16, docs/wordle_runs.md)."""
     asked = []
 
     def fake_trial(config, out, adapter, words, temperatures, precision):
