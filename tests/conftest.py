@@ -35,6 +35,12 @@ def probe():
     return load_example("wordle_board_probe")
 
 
+@pytest.fixture(scope="module")
+def spelling_prior():
+    """examples/wordle_spelling_prior.py."""
+    return load_example("wordle_spelling_prior")
+
+
 @pytest.fixture(scope="session")
 def chatml_tokenizer():
     """Small BPE tokenizer with the SmolLM2 ChatML template (session-wide; do not mutate)."""
