@@ -33,6 +33,36 @@ def test_bad_counts_are_refused(spelling_prior, argv):
         spelling_prior.parse_args(argv)
 
 
+@pytest.mark.parametrize("argv", [["--words", "640"], ["--split", "val", "--words", "128"], ["--words", "1"]])
+def test_the_whole_split_is_accepted(spelling_prior, argv):
+    assert spelling_prior.parse_args(argv).words == int(argv[-1])
+
+
+def test_a_reply_scores_what_the_model_s_own_loss_says(spelling_prior):
+    """Each reply's summed log-probability in a right-padded batch, end-of-turn token included, equals
+    minus the model's own cross-entropy loss over those tokens times their number."""
+    pytest.importorskip("torch")
+    import torch
+
+    from mtrl_gym import models
+
+    torch.set_num_threads(1)
+    model, tokenizer = models.load("smollm2-135m", dtype=torch.float32)
+    prefix = tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": spelling_prior.QUESTION}],
+                                                     tokenize=False, add_generation_prompt=True),
+                       add_special_tokens=False).input_ids
+    end = tokenizer(spelling_prior.END_OF_TURN, add_special_tokens=False).input_ids
+    replies = ["C R A T E", "crate", "c-r-a-t-e"]
+    scored = spelling_prior.reply_logprobs(model, tokenizer, prefix, replies, 3, end)
+    for reply, (logprob, n) in zip(replies, scored):
+        ids = prefix + tokenizer(reply, add_special_tokens=False).input_ids + end
+        labels = [-100] * len(prefix) + ids[len(prefix):]
+        with torch.no_grad():
+            loss = model(input_ids=torch.tensor([ids]), labels=torch.tensor([labels])).loss.item()
+        assert n == len(ids) - len(prefix) - len(end)
+        assert logprob == pytest.approx(-loss * (n + len(end)), abs=1e-3)
+
+
 def test_a_real_run_of_the_base_model_is_the_same_in_batches_and_alone(spelling_prior, tmp_path):
     """The embedded SmolLM2 scores three words; right-padded batches give each reply's log-probability
     as scoring it alone does, and the word written as a word is ahead of its anagram."""
@@ -47,6 +77,7 @@ def test_a_real_run_of_the_base_model_is_the_same_in_batches_and_alone(spelling_
     for name, r in batched["forms"].items():
         for key, value in r.items():
             assert value == pytest.approx(alone["forms"][name][key], abs=1e-3), (name, key)
+        assert r["anagram_margin"] == pytest.approx(sum(r["anagram_margins"]) / 3)
     word = batched["forms"]["word"]
     assert word["anagram_ahead"] == 3 and word["anagram_margin"] > 3
-    assert batched["forms"]["spelled"]["tokens"] == 5.0
+    assert batched["forms"]["spelled"]["word_tokens"] == 5.0 and len(batched["triples"]) == 3
