@@ -24,6 +24,7 @@ both counts. Measured in docs/wordle_runs.md. Results: stdout and, with ``--out`
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 from pathlib import Path
@@ -44,8 +45,12 @@ FORMS = {
 QUESTION = "Name a five-letter English word, spelled out."
 #: What closes an assistant turn in the embedded models' chat template (ChatML).
 END_OF_TURN = "<|im_end|>"
-#: The CPU recipe's preset: its task splits are the words drawn from.
-PRESET = GRPOConfig.load("cpu-sft")
+
+
+@functools.cache
+def preset() -> GRPOConfig:
+    """The CPU recipe's preset, read once when first needed: its task splits are the words drawn from."""
+    return GRPOConfig.load("cpu-sft")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=32, help="replies scored per forward pass (default 32)")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
-    sizes = {"train": PRESET.train_size, "val": PRESET.val_size}
+    sizes = {"train": preset().train_size, "val": preset().val_size}
     if not 1 <= args.words <= sizes[args.split] or args.batch < 1:
         p.error(f"--words takes 1..{sizes['train']} with --split train, 1..{sizes['val']} with --split val, "
                 f"and --batch >= 1; got {args.words} ({args.split}) and {args.batch}")
@@ -88,24 +93,24 @@ def non_words(word: str, rng: random.Random) -> tuple[str, str]:
 def reply_logprobs(model, tokenizer, prefix: list[int], replies: list[str], batch: int,
                    end: list[int] = ()) -> list[tuple[float, int]]:
     """Summed log-probability of each reply's tokens and then ``end``'s after ``prefix``, and the
-    reply's token count (``end`` not counted); right-padded batches."""
+    reply's token count (``end`` not counted). Scored as the GRPO trainer scores its targets
+    (:mod:`mtrl_gym.trainers.grpo.batching`): about ``batch`` replies a forward pass, the shared
+    prompt computed once for each, logits only where a reply token is predicted."""
     import torch
 
-    out = []
-    for start in range(0, len(replies), batch):
-        chunk = [tokenizer(r, add_special_tokens=False).input_ids + list(end) for r in replies[start:start + batch]]
-        width = len(prefix) + max(map(len, chunk))
-        ids = torch.zeros(len(chunk), width, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, reply in enumerate(chunk):
-            ids[row, :len(prefix) + len(reply)] = torch.tensor(prefix + reply)
-            mask[row, :len(prefix) + len(reply)] = 1
+    from mtrl_gym.trainers.grpo.batching import build_sequence, make_micro_batches, token_logprobs
+
+    tokens = [tokenizer(r, add_special_tokens=False).input_ids + list(end) for r in replies]
+    sequences = [build_sequence(prefix + t, [0] * len(prefix) + [1] * len(t), [0.0] * (len(prefix) + len(t)), 0.0,
+                                index=i) for i, t in enumerate(tokens)]
+    budget = len(prefix) + batch * max(map(len, tokens))
+    sums = [0.0] * len(tokens)
+    for micro in make_micro_batches(sequences, budget, "shared_prefix", pad_token_id=tokenizer.pad_token_id or 0):
         with torch.no_grad():
-            logp = model(input_ids=ids, attention_mask=mask).logits.float().log_softmax(-1)
-        for row, reply in enumerate(chunk):
-            pos = torch.arange(len(prefix) - 1, len(prefix) - 1 + len(reply))
-            out.append((logp[row, pos, torch.tensor(reply)].sum().item(), len(reply) - len(end)))
-    return out
+            logp, _ = token_logprobs(model, micro)
+        for sequence, part in zip(micro.sequences, logp.split(micro.counts)):
+            sums[sequence.index] = part.sum().item()
+    return [(total, len(t) - len(end)) for total, t in zip(sums, tokens)]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -114,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from mtrl_gym import models
 
-    config = PRESET
+    config = preset()
     train, val = load_task_splits(config.env, config.train_tasks, None, train_size=config.train_size,
                                   val_size=config.val_size, split_seed=config.split_seed)
     rng = random.Random(args.seed)
