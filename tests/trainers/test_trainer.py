@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -331,3 +332,17 @@ def test_cpu_preset_trains_the_embedded_model_on_wordle(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "step_000001" / "adapter" / "adapter_model.safetensors").is_file()
     if m["train/sequences"]:
         assert m["train/logprob_mismatch_max"] < 1e-3  # HF sampler and trainer share the weights
+
+
+
+def test_collapse_warning_names_the_action_without_the_format_prefill(tmp_path, chatml_tokenizer, capsys):
+    """The warning shows what the model wrote: the serving's prefill, the same in every action,
+    is cut off, not the action's own start (it once printed 'ord", "arguments": ...')."""
+    prefix = "My Answer Is: "
+    trainer = make_trainer(tmp_path, chatml_tokenizer, serving={"max_new_tokens": 6, "assistant_prefix": prefix},
+                           collapse={"warning_share": 0.01})
+    trainer.train_step()
+    shown = re.search(r"of the sampled actions are '(.*)' \(over 1%\)", capsys.readouterr().err)
+    assert shown is not None
+    # before the fix: the action's last 40 characters, here the whole "my answer is: ..." line
+    assert not shown.group(1).startswith(("my answer", "..."))

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from mtrl_gym.error import ConfigError
 from mtrl_gym.rollout.trajectory import Trajectory
 
-__all__ = ["trajectory_actions", "diversity_penalties", "diversity_metrics", "top_action"]
+__all__ = ["trajectory_actions", "diversity_penalties", "diversity_metrics", "top_action", "shown_action"]
 
 
 def trajectory_actions(t: Trajectory) -> list[str]:
@@ -85,6 +85,23 @@ def top_action(actions: Sequence[Sequence[str]]) -> tuple[str, float]:
         return "", 0.0
     action, n = counts.most_common(1)[0]
     return action, n / sum(counts.values())
+
+
+def shown_action(action: str, prefix: str = "", width: int = 48) -> str:
+    """``action`` as the collapse warning prints it: without the serving's format prefill
+    ``prefix`` (every action of a prefilled run starts with it, lower-cased like the action),
+    and, if still longer than ``width`` characters, its last ones after ``...``.
+
+    >>> shown_action('<tool_call>{"name": "guess_word", "arguments": {"guess": "c l o n e"',
+    ...              '<tool_call>{"name": "guess_word", "arguments": {"guess": "')
+    'c l o n e"'
+    >>> shown_action("x" * 60, width=10)
+    '...xxxxxxx'
+    """
+    start = prefix.strip().lower()
+    if start and action.startswith(start):
+        action = action[len(start):]
+    return action if len(action) <= width else "..." + action[len(action) - (width - 3):]
 
 
 def diversity_metrics(trajectories: Sequence[Trajectory], group_size: int) -> dict[str, float]:

@@ -53,6 +53,7 @@ from mtrl_gym.trainers.grpo.data import TaskStream, load_task_splits
 from mtrl_gym.trainers.grpo.diversity import (
     diversity_metrics,
     diversity_penalties,
+    shown_action,
     top_action,
     trajectory_actions,
 )
@@ -297,7 +298,8 @@ class GRPOTrainer:
             metrics["diversity/penalty_mean"] = float(np.mean(penalties))
         action, share = top_action(actions)
         if share > guards.warning_share:
-            print(f"warning: step {self.step}: {share:.0%} of the sampled actions are {action[-40:]!r} "
+            shown = shown_action(action, c.serving.assistant_prefix)
+            print(f"warning: step {self.step}: {share:.0%} of the sampled actions are {shown!r} "
                   f"(over {guards.warning_share:.0%}): the policy may be collapsing; see collapse.repeat_penalty, "
                   "collapse.dominance_penalty and diversity/* in metrics.jsonl", file=sys.stderr)
         with timer("logging"):  # after the step's metrics: its own time is in the run totals, not in them
