@@ -334,7 +334,6 @@ def test_cpu_preset_trains_the_embedded_model_on_wordle(tmp_path):
         assert m["train/logprob_mismatch_max"] < 1e-3  # HF sampler and trainer share the weights
 
 
-
 def test_collapse_warning_names_the_action_without_the_format_prefill(tmp_path, chatml_tokenizer, capsys):
     """The warning shows what the model wrote: the serving's prefill, the same in every action,
     is cut off, not the action's own start (it once printed 'ord", "arguments": ...')."""
